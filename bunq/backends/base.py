@@ -1,0 +1,216 @@
+"""The Backend contract: what every storage backend implements.
+
+Drivers (Queue, Worker, FlowProducer, tick) talk to storage only through
+this Protocol; the contract suite in ``tests/contract`` runs the same tests
+against every implementation. A feature a backend cannot honour is left out
+of :attr:`Backend.capabilities` and raises :class:`~bunq.errors.UnsupportedError`.
+
+Times are epoch milliseconds from the backend's clock (``clock()``); a
+backend built with an injected clock uses it for every decision, which is how
+tests drive delays, backoff and lease expiry without sleeping.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import ConfigError, UnsupportedError
+from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle
+from ..policy import FailDecision
+
+Clock = Callable[[], int]
+
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+
+def check_queue_name(name: object) -> str:
+    """Return ``name`` if it is a valid queue name, else raise ConfigError."""
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise ConfigError(
+            f"invalid queue name {name!r}: 1-128 chars of letters, digits, _ . : -, "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+class Capability(str, enum.Enum):
+    """Features a backend may or may not honour."""
+
+    PRIORITY = "priority"
+    LIFO = "lifo"
+    DELAY = "delay"
+    LONG_DELAY = "long_delay"  # delays beyond 15 minutes without re-parking
+    GET_JOB = "get_job"
+    LIST_JOBS = "list_jobs"
+    EXACT_COUNTS = "exact_counts"
+    JOB_ID = "job_id"  # idempotent custom ids
+    UNIQUE_KEY = "unique_key"
+    FLOWS = "flows"  # depends_on, parents and children
+    PAUSE = "pause"
+    CLEAN = "clean"
+    PROGRESS = "progress"
+    LOGS = "logs"
+    RESULTS = "results"
+    DLQ = "dlq"
+    RATE_LIMIT = "rate_limit"
+    CONCURRENCY_LIMIT = "concurrency_limit"
+    GROUPS = "groups"
+    CRON = "cron"
+    TTL = "ttl"
+    MULTI_PROCESS = "multi_process"  # several processes may share the store
+
+
+ALL_CAPABILITIES = frozenset(Capability)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """What one sweep did: expired leases re-queued or dead, TTLs expired."""
+
+    requeued: int = 0
+    dead: int = 0
+    ttl_expired: int = 0
+    dlq_retried: int = 0
+    dlq_dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DlqConfig:
+    """Per-queue dead-letter settings.
+
+    :param auto_retry: move entries back to waiting every ``auto_retry_interval`` ms
+        (during sweep), at most ``max_auto_retries`` times per entry.
+    :param max_age: drop entries older than this (ms), ``None`` keeps them.
+    :param max_entries: keep at most this many entries (oldest dropped first).
+    """
+
+    auto_retry: bool = False
+    auto_retry_interval: int = 60_000
+    max_auto_retries: int = 3
+    max_age: int | None = 7 * 24 * 3600 * 1000
+    max_entries: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """Per-queue admission limits for leases (0 or None = unlimited).
+
+    :param rate_max: at most this many leases per ``rate_duration`` ms.
+    :param concurrency: at most this many active jobs.
+    :param group_concurrency: at most this many active jobs per FIFO group.
+    :param group_rate_max: at most this many leases per group per ``group_rate_duration`` ms.
+    """
+
+    rate_max: int | None = None
+    rate_duration: int = 1000
+    concurrency: int | None = None
+    group_concurrency: int | None = None
+    group_rate_max: int | None = None
+    group_rate_duration: int = 1000
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Storage of jobs; every method is safe to call from several threads."""
+
+    kind: str
+    capabilities: frozenset[Capability]
+    clock: Clock
+
+    # -- admission -------------------------------------------------------------
+    def add(self, jobs: Sequence[NewJob]) -> list[Job]:
+        """Admit jobs atomically (all or none); return them as stored.
+
+        A live job holding a ``job_id`` is returned instead of a new one; a
+        unique key held by a live job rejects (DuplicateJob), extends or
+        replaces per the job's strategy. Unknown ``depends_on`` ids raise
+        DependencyError and admit nothing.
+        """
+        ...
+
+    # -- leases ----------------------------------------------------------------
+    def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
+        """Lease up to ``n`` due jobs in one atomic step.
+
+        Order: priority (higher first), then run time, then admission order
+        (LIFO jobs first at equal priority). Each lease spends one attempt.
+        Paused queues and exhausted limits yield fewer or no jobs, never an error.
+        """
+        ...
+
+    def wait(self, queue: str, timeout_ms: int) -> bool:
+        """Block up to ``timeout_ms`` until a job may be leasable (a hint, may be early)."""
+        ...
+
+    def complete(self, lease: Lease, result: Any = None) -> Settle:
+        """Mark the leased job completed under its fence; STALE changes nothing."""
+        ...
+
+    def complete_many(self, items: Sequence[tuple[Lease, Any]]) -> list[Settle]:
+        """Complete several leases in one transaction; one Settle per item."""
+        ...
+
+    def fail(self, lease: Lease, error: str | None, decision: FailDecision,
+             duration_ms: int = 0) -> Settle:  # fmt: skip
+        """Record a failed attempt and apply ``decision`` under the fence."""
+        ...
+
+    def extend(self, lease: Lease, lease_ms: int) -> Settle:
+        """Push the lease's expiry to now + ``lease_ms`` under the fence."""
+        ...
+
+    def sweep(self) -> SweepResult:
+        """Recover expired leases, expire TTLs, run DLQ maintenance. Idempotent."""
+        ...
+
+    # -- queries ---------------------------------------------------------------
+    def get_job(self, job_id: JobId) -> Job | None: ...
+    def get_jobs(self, queue: str, state: JobState, offset: int = 0,
+                 limit: int = 100) -> list[Job]: ...  # fmt: skip
+    def counts(self, queue: str) -> dict[JobState, int]: ...
+    def queues(self) -> list[str]: ...
+    def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]: ...
+
+    # -- queue control ---------------------------------------------------------
+    def pause(self, queue: str) -> None: ...
+    def resume(self, queue: str) -> None: ...
+    def is_paused(self, queue: str) -> bool: ...
+    def drain(self, queue: str) -> int:
+        """Remove waiting and delayed jobs; return how many."""
+        ...
+
+    def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
+        """Remove up to ``limit`` jobs in ``state`` finished more than ``grace_ms`` ago."""
+        ...
+
+    def obliterate(self, queue: str) -> None:
+        """Remove the queue and everything in it (refused while jobs are active)."""
+        ...
+
+    def set_limits(self, queue: str, limits: QueueLimits) -> None: ...
+    def get_limits(self, queue: str) -> QueueLimits: ...
+
+    # -- per-job data ----------------------------------------------------------
+    def update_progress(self, job_id: JobId, progress: int) -> None: ...
+    def add_log(self, job_id: JobId, line: str) -> None: ...
+    def get_logs(self, job_id: JobId) -> list[str]: ...
+
+    # -- dead-letter queue -----------------------------------------------------
+    def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]: ...
+    def dlq_retry(self, queue: str, job_id: JobId | None = None) -> int: ...
+    def dlq_purge(self, queue: str) -> int: ...
+    def dlq_size(self, queue: str) -> int: ...
+    def dlq_remove(self, queue: str, job_id: JobId) -> bool: ...
+    def dlq_config(self, queue: str, config: DlqConfig | None = None) -> DlqConfig: ...
+
+    def close(self) -> None: ...
+
+
+def require(backend: Backend, feature: Capability) -> None:
+    """Raise UnsupportedError unless ``backend`` has ``feature``."""
+    if feature not in backend.capabilities:
+        raise UnsupportedError(backend.kind, feature.value)

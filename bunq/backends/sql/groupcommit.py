@@ -1,0 +1,87 @@
+"""Group commit: concurrent writers share one transaction (and one flush).
+
+The first caller becomes the leader and commits every batch that queued up
+while it worked; each caller's work runs inside its own savepoint, so one
+caller's error (a duplicate, say) rolls back only its own rows. A lone
+caller pays one lock round and commits alone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+TxT = TypeVar("TxT")
+
+
+class _Slot(Generic[TxT]):
+    __slots__ = ("work", "done", "result", "error")
+
+    def __init__(self, work: Callable[[TxT], Any]) -> None:
+        self.work = work
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit(Generic[TxT]):
+    """Run units of work in shared transactions opened by ``begin``."""
+
+    def __init__(self, begin: Callable[[], AbstractContextManager[TxT]],
+                 savepoint: Callable[[TxT, str], None]) -> None:  # fmt: skip
+        self._begin = begin
+        self._savepoint = savepoint  # (tx, "SAVEPOINT x" | "RELEASE x" | "ROLLBACK TO x")
+        self._lock = threading.Lock()
+        self._pending: list[_Slot[TxT]] = []
+        self._leader = False
+
+    def run(self, work: Callable[[TxT], T]) -> T:
+        """Run ``work(tx)`` in a committed transaction, possibly shared."""
+        slot: _Slot[TxT] = _Slot(work)
+        with self._lock:
+            self._pending.append(slot)
+            lead = not self._leader
+            self._leader = True
+        if lead:
+            self._lead()
+        slot.done.wait()
+        if slot.error is not None:
+            raise slot.error
+        return slot.result  # type: ignore[no-any-return]
+
+    def _lead(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._leader = False
+                    return
+            try:
+                self._commit(batch)
+            except BaseException as exc:  # the commit itself failed: everyone hears it
+                for s in batch:
+                    if s.error is None:
+                        s.error = exc
+            for s in batch:
+                s.done.set()
+
+    def _commit(self, batch: list[_Slot[TxT]]) -> None:
+        with self._begin() as tx:
+            if len(batch) == 1:
+                try:
+                    batch[0].result = batch[0].work(tx)
+                except BaseException as exc:
+                    batch[0].error = exc
+                    raise
+                return
+            for s in batch:
+                self._savepoint(tx, "SAVEPOINT bunq_gc")
+                try:
+                    s.result = s.work(tx)
+                except Exception as exc:
+                    s.error = exc
+                    self._savepoint(tx, "ROLLBACK TO bunq_gc")
+                self._savepoint(tx, "RELEASE bunq_gc")

@@ -1,0 +1,334 @@
+"""Every SQL statement of the SQL backends, written once.
+
+Statements use ``:name`` parameters and ``{jobs}``-style table names; a
+:class:`Dialect` renders them for its driver (``%(name)s`` for psycopg) and
+fills in the few clauses that really differ (blob type, row locking).
+
+Ready order: ``priority DESC, ord_at, seq``. ``ord_at`` is the run time for
+FIFO jobs and minus the run time for LIFO jobs, and ``seq`` is the admission
+counter (negated for LIFO), so that at equal priority LIFO jobs come first,
+newest first, and FIFO jobs follow by run time, then admission order.
+Waiting and delayed jobs share ``state = 'waiting'``; a job is delayed while
+``run_at > now``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SCHEMA_VERSION = 1
+
+LIVE = "('waiting','active','waiting-children')"
+
+JOB_COLS = (
+    "id, queue, name, data, state, priority, seq, run_at, created_at, started_at, finished_at,"
+    " attempts, max_attempts, stalls, lease_token, lease_until, opts, progress, result, error,"
+    " reason, dlq_at, dlq_retries, ord_at"
+)
+
+DDL = (
+    """CREATE TABLE IF NOT EXISTS {meta} (
+        key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS {jobs} (
+        id TEXT PRIMARY KEY,
+        queue TEXT NOT NULL,
+        name TEXT NOT NULL,
+        data {blob},
+        state TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        seq BIGINT NOT NULL,
+        ord_at BIGINT NOT NULL,
+        run_at BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        started_at BIGINT,
+        finished_at BIGINT,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        max_attempts INTEGER NOT NULL,
+        stalls INTEGER NOT NULL DEFAULT 0,
+        lease_token TEXT,
+        lease_owner TEXT,
+        lease_until BIGINT,
+        expire_at BIGINT,
+        grp TEXT,
+        parent_id TEXT,
+        pending_deps INTEGER NOT NULL DEFAULT 0,
+        opts {blob},
+        progress INTEGER NOT NULL DEFAULT 0,
+        result {blob},
+        error TEXT,
+        reason TEXT,
+        dlq_at BIGINT,
+        dlq_retries INTEGER NOT NULL DEFAULT 0,
+        remove_on_complete INTEGER NOT NULL DEFAULT 0,
+        remove_on_fail INTEGER NOT NULL DEFAULT 0)""",
+    "CREATE INDEX IF NOT EXISTS {p}jobs_ready ON {jobs} (queue, priority DESC, ord_at, seq)"
+    " WHERE state = 'waiting'",
+    "CREATE INDEX IF NOT EXISTS {p}jobs_state ON {jobs} (queue, state, finished_at)",
+    "CREATE INDEX IF NOT EXISTS {p}jobs_lease ON {jobs} (lease_until) WHERE state = 'active'",
+    "CREATE INDEX IF NOT EXISTS {p}jobs_expire ON {jobs} (expire_at)"
+    " WHERE expire_at IS NOT NULL AND state = 'waiting'",
+    "CREATE INDEX IF NOT EXISTS {p}jobs_parent ON {jobs} (parent_id) WHERE parent_id IS NOT NULL",
+    """CREATE TABLE IF NOT EXISTS {deps} (
+        job_id TEXT NOT NULL, dep_id TEXT NOT NULL, PRIMARY KEY (dep_id, job_id))""",
+    """CREATE TABLE IF NOT EXISTS {uniq} (
+        queue TEXT NOT NULL, key TEXT NOT NULL, job_id TEXT NOT NULL, until BIGINT,
+        PRIMARY KEY (queue, key))""",
+    "CREATE INDEX IF NOT EXISTS {p}uniq_job ON {uniq} (job_id)",
+    """CREATE TABLE IF NOT EXISTS {attempts} (
+        job_id TEXT NOT NULL, attempt INTEGER NOT NULL, error TEXT, duration_ms BIGINT NOT NULL,
+        at BIGINT NOT NULL, reason TEXT, PRIMARY KEY (job_id, attempt, at))""",
+    """CREATE TABLE IF NOT EXISTS {logs} (
+        job_id TEXT NOT NULL, n BIGINT NOT NULL, line TEXT NOT NULL, PRIMARY KEY (job_id, n))""",
+    """CREATE TABLE IF NOT EXISTS {queues} (
+        name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0, limits {blob}, dlq {blob},
+        rate_tokens DOUBLE PRECISION, rate_at BIGINT)""",
+)
+
+Q = {
+    # ---- admission
+    "insert_job": (
+        "INSERT INTO {jobs} (id, queue, name, data, state, priority, seq, ord_at, run_at,"
+        " created_at, max_attempts, expire_at, grp, parent_id, pending_deps, opts,"
+        " remove_on_complete, remove_on_fail) VALUES (:id, :queue, :name, :data, :state,"
+        " :priority, :seq, :ord_at, :run_at, :created_at, :max_attempts, :expire_at, :grp,"
+        " :parent_id, :pending_deps, :opts, :remove_on_complete, :remove_on_fail)"
+    ),
+    "job_state": "SELECT state FROM {jobs} WHERE id = :id",
+    "delete_job": "DELETE FROM {jobs} WHERE id = :id",
+    "delete_attempts": "DELETE FROM {attempts} WHERE job_id = :id",
+    "delete_logs": "DELETE FROM {logs} WHERE job_id = :id",
+    "delete_uniq": "DELETE FROM {uniq} WHERE job_id = :id",
+    "insert_dep": "INSERT INTO {deps} (job_id, dep_id) VALUES (:job_id, :dep_id)",
+    "uniq_get": "SELECT job_id, until FROM {uniq} WHERE queue = :queue AND key = :key",
+    "uniq_put": (
+        "INSERT INTO {uniq} (queue, key, job_id, until) VALUES (:queue, :key, :job_id, :until)"
+        " ON CONFLICT (queue, key) DO UPDATE SET job_id = excluded.job_id, until = excluded.until"
+    ),
+    "uniq_extend": "UPDATE {uniq} SET until = :until WHERE queue = :queue AND key = :key",
+    # ---- leases
+    "paused": "SELECT paused FROM {queues} WHERE name = :queue",
+    "lease": (
+        "UPDATE {jobs} SET state = 'active', attempts = attempts + 1, lease_token = :token,"
+        " lease_owner = :owner, lease_until = :until, started_at = :now"
+        " WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " AND run_at <= :now AND (expire_at IS NULL OR expire_at > :now)"
+        " ORDER BY priority DESC, ord_at, seq LIMIT :n {skip_locked})"
+        " RETURNING " + JOB_COLS
+    ),
+    "complete": (
+        "UPDATE {jobs} SET state = 'completed', finished_at = :now, result = :result,"
+        " lease_token = NULL, lease_until = NULL, error = NULL"
+        " WHERE id = :id AND state = 'active' AND lease_token = :token AND attempts = :attempt"
+        " RETURNING remove_on_complete, queue"
+    ),
+    "release_dependents": (
+        "UPDATE {jobs} SET pending_deps = pending_deps - 1"
+        " WHERE id IN (SELECT job_id FROM {deps} WHERE dep_id = :id)"
+        " RETURNING id, pending_deps, state"
+    ),
+    "wake_parent": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :now"
+        " WHERE id = :id AND state = 'waiting-children' AND pending_deps <= 0"
+    ),
+    "release_unique": "DELETE FROM {uniq} WHERE job_id = :id AND until IS NULL",
+    "fail_retry": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :run_at, ord_at = :ord_at,"
+        " attempts = attempts - :give_back, lease_token = NULL, lease_until = NULL,"
+        " error = :error, reason = :reason"
+        " WHERE id = :id AND state = 'active' AND lease_token = :token AND attempts = :attempt"
+        " RETURNING id"
+    ),
+    "fail_dead": (
+        "UPDATE {jobs} SET state = 'failed', finished_at = :now, dlq_at = :now,"
+        " lease_token = NULL, lease_until = NULL, error = :error, reason = :reason"
+        " WHERE id = :id AND state = 'active' AND lease_token = :token AND attempts = :attempt"
+        " RETURNING remove_on_fail"
+    ),
+    "add_attempt": (
+        "INSERT INTO {attempts} (job_id, attempt, error, duration_ms, at, reason)"
+        " VALUES (:id, :attempt, :error, :duration_ms, :now, :reason)"
+        " ON CONFLICT (job_id, attempt, at) DO NOTHING"
+    ),
+    "extend": (
+        "UPDATE {jobs} SET lease_until = :until WHERE id = :id AND state = 'active'"
+        " AND lease_token = :token AND attempts = :attempt RETURNING id"
+    ),
+    # ---- sweep
+    "expired_leases": (
+        "SELECT id, attempts, max_attempts, stalls, lease_token, started_at FROM {jobs}"
+        " WHERE state = 'active' AND lease_until < :now LIMIT 1000 {skip_locked}"
+    ),
+    "stall_requeue": (
+        "UPDATE {jobs} SET state = 'waiting', stalls = stalls + 1, run_at = :now, ord_at = :now,"
+        " lease_token = NULL, lease_until = NULL, error = 'lease expired', reason = 'stalled'"
+        " WHERE id = :id AND state = 'active' AND lease_token = :token"
+        " RETURNING id"
+    ),
+    "stall_dead": (
+        "UPDATE {jobs} SET state = 'failed', stalls = stalls + 1, finished_at = :now,"
+        " dlq_at = :now, lease_token = NULL, lease_until = NULL, error = 'lease expired',"
+        " reason = 'stalled' WHERE id = :id AND state = 'active' AND lease_token = :token"
+        " RETURNING id"
+    ),
+    "ttl_expire": (
+        "UPDATE {jobs} SET state = 'failed', finished_at = :now, dlq_at = :now,"
+        " error = 'not started within its ttl', reason = 'ttl_expired'"
+        " WHERE state = 'waiting' AND expire_at IS NOT NULL AND expire_at <= :now RETURNING id"
+    ),
+    "uniq_expire": "DELETE FROM {uniq} WHERE until IS NOT NULL AND until < :now",
+    # ---- queries
+    "get_job": "SELECT " + JOB_COLS + " FROM {jobs} WHERE id = :id",
+    "jobs_in_state": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = :state"
+        " ORDER BY priority DESC, ord_at, seq LIMIT :limit OFFSET :offset"
+    ),
+    "jobs_waiting": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " AND run_at <= :now ORDER BY priority DESC, ord_at, seq LIMIT :limit OFFSET :offset"
+    ),
+    "jobs_delayed": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " AND run_at > :now ORDER BY run_at, seq LIMIT :limit OFFSET :offset"
+    ),
+    "jobs_finished": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = :state"
+        " ORDER BY finished_at DESC, seq DESC LIMIT :limit OFFSET :offset"
+    ),
+    "counts": (
+        "SELECT state, CASE WHEN state = 'waiting' AND run_at > :now THEN 1 ELSE 0 END AS d,"
+        " COUNT(*) FROM {jobs} WHERE queue = :queue GROUP BY 1, 2"
+    ),
+    "queue_names": "SELECT DISTINCT queue FROM {jobs} UNION SELECT name FROM {queues}",
+    "attempts_of": (
+        "SELECT attempt, error, duration_ms, at, reason FROM {attempts}"
+        " WHERE job_id = :id ORDER BY at, attempt"
+    ),
+    "children_results": (
+        "SELECT id, result FROM {jobs} WHERE parent_id = :id AND state = 'completed'"
+    ),
+    # ---- queue control
+    "queue_upsert_paused": (
+        "INSERT INTO {queues} (name, paused) VALUES (:queue, :paused)"
+        " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
+    ),
+    "queue_get": "SELECT paused, limits, dlq FROM {queues} WHERE name = :queue",
+    "queue_set_limits": (
+        "INSERT INTO {queues} (name, limits) VALUES (:queue, :limits)"
+        " ON CONFLICT (name) DO UPDATE SET limits = excluded.limits"
+    ),
+    "queue_set_dlq": (
+        "INSERT INTO {queues} (name, dlq) VALUES (:queue, :dlq)"
+        " ON CONFLICT (name) DO UPDATE SET dlq = excluded.dlq"
+    ),
+    "rate_get": "SELECT rate_tokens, rate_at FROM {queues} WHERE name = :queue",
+    "rate_set": "UPDATE {queues} SET rate_tokens = :tokens, rate_at = :at WHERE name = :queue",
+    "queues_with_dlq": "SELECT name, dlq FROM {queues} WHERE dlq IS NOT NULL",
+    "drain": (
+        "DELETE FROM {jobs} WHERE queue = :queue AND state IN ('waiting', 'waiting-children')"
+        " RETURNING id"
+    ),
+    "clean": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " AND state = :state AND COALESCE(finished_at, created_at) <= :before"
+        " ORDER BY COALESCE(finished_at, created_at) LIMIT :limit) RETURNING id"
+    ),
+    "clean_waiting": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " AND state = 'waiting' AND created_at <= :before AND (:delayed = (run_at > :now))"
+        " ORDER BY created_at LIMIT :limit) RETURNING id"
+    ),
+    "count_active": "SELECT COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'active'",
+    "obliterate": "DELETE FROM {jobs} WHERE queue = :queue RETURNING id",
+    "obliterate_queue": "DELETE FROM {queues} WHERE name = :queue",
+    "progress": "UPDATE {jobs} SET progress = :progress WHERE id = :id RETURNING id",
+    "log_next": "SELECT COALESCE(MAX(n), 0) + 1 FROM {logs} WHERE job_id = :id",
+    "log_add": "INSERT INTO {logs} (job_id, n, line) VALUES (:id, :n, :line)",
+    "log_trim": "DELETE FROM {logs} WHERE job_id = :id AND n <= :n",
+    "logs": "SELECT line FROM {logs} WHERE job_id = :id ORDER BY n",
+    # ---- dead-letter queue
+    "dlq_list": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'failed'"
+        " ORDER BY dlq_at DESC, seq DESC LIMIT :limit OFFSET :offset"
+    ),
+    "dlq_size": "SELECT COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'failed'",
+    "dlq_retry_all": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :now, ord_at = :now, attempts = 0,"
+        " stalls = 0, finished_at = NULL, dlq_at = NULL, dlq_retries = dlq_retries + :auto"
+        " WHERE queue = :queue AND state = 'failed' RETURNING id"
+    ),
+    "dlq_retry_one": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :now, ord_at = :now, attempts = 0,"
+        " stalls = 0, finished_at = NULL, dlq_at = NULL, dlq_retries = dlq_retries + :auto"
+        " WHERE queue = :queue AND state = 'failed' AND id = :id RETURNING id"
+    ),
+    "dlq_auto_retry": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :now, ord_at = :now, attempts = 0,"
+        " stalls = 0, finished_at = NULL, dlq_at = NULL, dlq_retries = dlq_retries + 1"
+        " WHERE queue = :queue AND state = 'failed' AND dlq_at <= :before"
+        " AND dlq_retries < :max_retries AND reason <> 'ttl_expired' RETURNING id"
+    ),
+    "dlq_purge": "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' RETURNING id",
+    "dlq_remove": (
+        "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' AND id = :id RETURNING id"
+    ),
+    "dlq_drop_old": (
+        "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' AND dlq_at < :before"
+        " RETURNING id"
+    ),
+    "dlq_drop_over": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " AND state = 'failed' ORDER BY dlq_at DESC, seq DESC LIMIT -1 OFFSET :keep) RETURNING id"
+    ),
+    # ---- retention of completed jobs
+    "completed_prune_age": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE state = 'completed'"
+        " AND finished_at < :before LIMIT 10000) RETURNING id"
+    ),
+    "completed_over": (
+        "SELECT queue, COUNT(*) - :keep FROM {jobs} WHERE state = 'completed'"
+        " GROUP BY queue HAVING COUNT(*) > :keep"
+    ),
+    "completed_prune_oldest": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " AND state = 'completed' ORDER BY finished_at LIMIT :n) RETURNING id"
+    ),
+}
+
+_PARAM = re.compile(r"(?<!:):([a-z_]+)")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The few ways the two SQL dialects really differ."""
+
+    name: str
+    blob: str  # column type for msgpack payloads
+    skip_locked: str  # row-locking suffix of the claim subquery
+    pyformat: bool  # psycopg wants %(name)s, apsw takes :name
+    unlimited: str = "-1"  # LIMIT value meaning "no limit" (with OFFSET)
+
+    def render(self, sql: str, tables: dict[str, str]) -> str:
+        out = sql.format(blob=self.blob, skip_locked=self.skip_locked, **tables)
+        out = out.replace("LIMIT -1", f"LIMIT {self.unlimited}")
+        if self.pyformat:
+            out = _PARAM.sub(r"%(\1)s", out.replace("%", "%%"))
+        return out
+
+
+SQLITE = Dialect("sqlite", blob="BLOB", skip_locked="", pyformat=False)
+POSTGRES = Dialect("postgres", blob="BYTEA", skip_locked="FOR UPDATE SKIP LOCKED",
+                   pyformat=True, unlimited="ALL")  # fmt: skip
+
+
+def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
+    """Render DDL and statements for ``dialect`` with validated table names."""
+    qual = f"{schema}." if schema else ""
+    tables = {
+        t: f"{qual}{prefix}{t}" for t in ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta")
+    }
+    tables["p"] = prefix
+    rendered = {k: dialect.render(v, tables) for k, v in Q.items()}
+    for i, ddl in enumerate(DDL):
+        rendered[f"ddl{i}"] = dialect.render(ddl, tables)
+    return rendered

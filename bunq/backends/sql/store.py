@@ -1,0 +1,542 @@
+"""SqlBackend: the job semantics over SQL, shared by SQLite and PostgreSQL.
+
+Subclasses supply a transaction (``_begin``), a wake-up channel
+(``_ring`` / ``wait``) and their dialect; everything else (admission,
+dedup, dependencies, leases under a fence, sweep, DLQ, retention) is here,
+once, over the named statements of :mod:`.queries`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import asdict
+from typing import Any, Protocol
+
+from ...errors import ConfigError, DependencyError, DuplicateJob, JobNotFound, ValidationError
+from ...job import (
+    Attempt, DlqEntry, FailureReason, Job, JobId, JobState, Lease, NewJob, Settle,
+    UniqueStrategy, now_ms,
+)  # fmt: skip
+from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
+from ..base import ALL_CAPABILITIES, Capability, Clock, DlqConfig, QueueLimits, SweepResult
+from ..base import check_queue_name as _qn
+from .groupcommit import GroupCommit
+from .rows import job_from_row, options_blob, pack, unpack
+
+LIVE_STATES = ("waiting", "active", "waiting-children")
+MAX_LOG_LINES = 1000
+
+
+class Tx(Protocol):
+    """One open transaction: run a named statement, get all rows back."""
+
+    def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]: ...
+    def raw(self, sql: str) -> None: ...
+
+
+class SqlBackend:
+    """Backend over one SQL database that is the single source of truth.
+
+    :param clock: epoch-ms clock for every decision (tests inject a fake one).
+    :param max_payload: bytes of encoded job data accepted per job.
+    :param max_stalls: expired leases a job survives before the DLQ (reason stalled).
+    :param completed_max_age: completed jobs older than this (ms) are removed by sweep.
+    :param completed_max_count: at most this many completed jobs are kept per queue.
+    """
+
+    kind = "sql"
+    capabilities = ALL_CAPABILITIES - {Capability.GROUPS}
+
+    def __init__(self, *, clock: Clock = now_ms, max_payload: int = 1 << 20,
+                 max_stalls: int = DEFAULT_MAX_STALLS, completed_max_age: int = 24 * 3600_000,
+                 completed_max_count: int = 100_000) -> None:  # fmt: skip
+        self.clock = clock
+        self.max_payload = max_payload
+        self.max_stalls = max_stalls
+        self.completed_max_age = completed_max_age
+        self.completed_max_count = completed_max_count
+        self._seq = 0
+        self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
+
+    # -- provided by the dialect backends ------------------------------------------
+    def _begin(self) -> AbstractContextManager[Tx]:
+        raise NotImplementedError
+
+    def _ring(self, queue: str) -> None:
+        """Tell waiting workers that ``queue`` may have work (after commit)."""
+
+    def wait(self, queue: str, timeout_ms: int) -> bool:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # -- admission -------------------------------------------------------------------
+    def _next_seq(self, now: int) -> int:
+        # Time-ordered admission sequence: ms * 4096 + a per-process counter, so
+        # concurrent producers need no shared counter row (no hot spot in PG).
+        self._seq = max(self._seq + 1, now << 12)
+        return self._seq
+
+    def add(self, jobs: Sequence[NewJob]) -> list[Job]:
+        prepared = [self._prepare(j) for j in jobs]
+        if not prepared:
+            return []
+        out = self._writes.run(lambda tx: self._admit(tx, prepared))
+        for q in {j.queue for j in jobs}:
+            self._ring(q)
+        return out
+
+    def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
+        _qn(job.queue)
+        if not isinstance(job.name, str) or not job.name or len(job.name) > 256:
+            raise ValidationError("job name must be a non-empty string of at most 256")
+        return job, pack(job.data, "data", self.max_payload), options_blob(job.opts)
+
+    def _admit(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
+        now = self.clock()
+        out: list[Job] = []
+        for job, data, opts_blob in prepared:
+            o = job.opts
+            if o.job_id is not None:
+                existing = self._live_or_forget(tx, job.id)
+                if existing is not None:
+                    out.append(existing)
+                    continue
+            if o.unique_key is not None:
+                holder = self._claim_unique(tx, job, now)
+                if holder is not None:
+                    out.append(holder)
+                    continue
+            pending = self._count_pending(tx, job)
+            run_at = now + o.delay
+            seq = self._next_seq(now)
+            state = "waiting-children" if pending else "waiting"
+            tx.q("insert_job", id=job.id, queue=job.queue, name=job.name, data=data, state=state,
+                 priority=o.priority, seq=-seq if o.lifo else seq,
+                 ord_at=-run_at if o.lifo else run_at, run_at=run_at, created_at=now,
+                 max_attempts=o.attempts, expire_at=None if o.ttl is None else now + o.ttl,
+                 grp=o.group, parent_id=o.parent_id, pending_deps=pending, opts=opts_blob,
+                 remove_on_complete=int(o.remove_on_complete),
+                 remove_on_fail=int(o.remove_on_fail))  # fmt: skip
+            for dep in o.depends_on:
+                tx.q("insert_dep", job_id=job.id, dep_id=dep)
+            st = JobState.WAITING_CHILDREN if pending else (
+                JobState.DELAYED if o.delay else JobState.WAITING)
+            out.append(Job(id=job.id, queue=job.queue, name=job.name, data=job.data, state=st,
+                           opts=o, created_at=now, run_at=run_at))  # fmt: skip
+        return out
+
+    def _live_or_forget(self, tx: Tx, job_id: JobId) -> Job | None:
+        rows = tx.q("get_job", id=job_id)
+        if not rows:
+            return None
+        if rows[0][4] in LIVE_STATES:
+            return job_from_row(rows[0], self.clock())
+        self._forget(tx, [job_id])  # finished: the id may be reused
+        return None
+
+    def _claim_unique(self, tx: Tx, job: NewJob, now: int) -> Job | None:
+        o = job.opts
+        key = o.unique_key
+        until = None if o.unique_ttl is None else now + o.unique_ttl
+        for holder_id, held_until in tx.q("uniq_get", queue=job.queue, key=key):
+            rows = tx.q("get_job", id=holder_id)
+            live = bool(rows) and rows[0][4] in LIVE_STATES
+            held = held_until > now if held_until is not None else live
+            if not held:
+                break
+            if o.unique_strategy is UniqueStrategy.EXTEND:
+                tx.q("uniq_extend", queue=job.queue, key=key, until=until)
+                if rows:
+                    return job_from_row(rows[0], now)
+                raise DuplicateJob(f"unique key {key!r} is held", key=key, job_id=holder_id)
+            if o.unique_strategy is UniqueStrategy.REPLACE and (not rows or rows[0][4] != "active"):
+                self._forget(tx, [holder_id])
+                break
+            raise DuplicateJob(f"unique key {key!r} is held by job {holder_id}",
+                               key=key, job_id=holder_id)  # fmt: skip
+        tx.q("uniq_put", queue=job.queue, key=key, job_id=job.id, until=until)
+        return None
+
+    def _count_pending(self, tx: Tx, job: NewJob) -> int:
+        pending = 0
+        for dep in job.opts.depends_on:
+            if dep == job.id:
+                raise DependencyError(f"job {job.id} depends on itself", job_id=dep)
+            rows = tx.q("job_state", id=dep)
+            if not rows:
+                raise DependencyError(f"unknown dependency {dep!r} of job {job.id}", job_id=dep)
+            pending += rows[0][0] != "completed"
+        return pending
+
+    def _forget(self, tx: Tx, ids: Sequence[JobId]) -> None:
+        for jid in ids:
+            for name in ("delete_job", "delete_attempts", "delete_logs", "delete_uniq"):
+                tx.q(name, id=jid)
+
+    # -- leases ------------------------------------------------------------------------
+    def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
+        _qn(queue)
+        if n <= 0:
+            return []
+        token = uuid.uuid4().hex
+        with self._begin() as tx:
+            now = self.clock()
+            n = self._admissible(tx, queue, n, now)
+            if n <= 0:
+                return []
+            rows = tx.q("lease", token=token, owner=owner, until=now + lease_ms, now=now,
+                        queue=queue, n=n)  # fmt: skip
+            if rows:
+                self._spend_rate(tx, queue, len(rows), now)
+        rows.sort(key=lambda r: (-r[5], r[23], r[6]))
+        until = now + lease_ms
+        out = []
+        for r in rows:
+            job = job_from_row(r, now)
+            out.append(Lease(job, token, job.attempts, until, owner))
+        return out
+
+    def _admissible(self, tx: Tx, queue: str, n: int, now: int) -> int:
+        rows = tx.q("queue_get", queue=queue)
+        if not rows:
+            return n
+        paused, limits_blob, _ = rows[0]
+        if paused:
+            return 0
+        if limits_blob is None:
+            return n
+        limits = QueueLimits(**unpack(limits_blob))
+        if limits.concurrency:
+            n = min(n, limits.concurrency - tx.q("count_active", queue=queue)[0][0])
+        if limits.rate_max:
+            n = min(n, int(self._rate_tokens(tx, queue, limits, now)))
+        return n
+
+    def _rate_tokens(self, tx: Tx, queue: str, limits: QueueLimits, now: int) -> float:
+        rows = tx.q("rate_get", queue=queue)
+        cap = float(limits.rate_max or 0)
+        tokens, at = rows[0] if rows and rows[0][0] is not None else (cap, now)
+        refill = cap / max(limits.rate_duration, 1)
+        return min(cap, float(tokens) + max(now - int(at), 0) * refill)
+
+    def _spend_rate(self, tx: Tx, queue: str, used: int, now: int) -> None:
+        rows = tx.q("queue_get", queue=queue)
+        if not rows or rows[0][1] is None:
+            return
+        limits = QueueLimits(**unpack(rows[0][1]))
+        if limits.rate_max:
+            left = self._rate_tokens(tx, queue, limits, now) - used
+            tx.q("rate_set", queue=queue, tokens=left, at=now)
+
+    def complete(self, lease: Lease, result: Any = None) -> Settle:
+        return self.complete_many([(lease, result)])[0]
+
+    def complete_many(self, items: Sequence[tuple[Lease, Any]]) -> list[Settle]:
+        packed = [(lease, pack(result, "result", self.max_payload)) for lease, result in items]
+        if not packed:
+            return []
+        with self._begin() as tx:
+            now = self.clock()
+            out = [self._complete_one(tx, lease, blob, now) for lease, blob in packed]
+        for q in {lease.job.queue for lease, _ in items}:
+            self._ring(q)
+        return out
+
+    def _complete_one(self, tx: Tx, lease: Lease, blob: bytes, now: int) -> Settle:
+        rows = tx.q("complete", id=lease.job.id, token=lease.token, attempt=lease.attempt,
+                    now=now, result=blob)  # fmt: skip
+        if not rows:
+            return Settle.STALE
+        for dependent, pending, state in tx.q("release_dependents", id=lease.job.id):
+            if pending <= 0 and state == "waiting-children":
+                tx.q("wake_parent", id=dependent, now=now)
+        tx.q("release_unique", id=lease.job.id)
+        if rows[0][0]:
+            self._forget(tx, [lease.job.id])
+        return Settle.OK
+
+    def fail(self, lease: Lease, error: str | None, decision: FailDecision,
+             duration_ms: int = 0) -> Settle:  # fmt: skip
+        error = None if error is None else str(error)[:4000]
+        with self._begin() as tx:
+            now = self.clock()
+            fence = {"id": lease.job.id, "token": lease.token, "attempt": lease.attempt}
+            if decision.kind == "dlq":
+                rows = tx.q("fail_dead", now=now, error=error, reason=decision.reason.value,
+                            **fence)  # fmt: skip
+            else:
+                run_at = max(decision.run_at, now)
+                rows = tx.q("fail_retry", run_at=run_at,
+                            ord_at=-run_at if lease.job.opts.lifo else run_at,
+                            give_back=int(decision.kind == "delay"), error=error,
+                            reason=decision.reason.value, **fence)  # fmt: skip
+            if not rows:
+                return Settle.STALE
+            if decision.kind != "delay":
+                tx.q("add_attempt", id=lease.job.id, attempt=lease.attempt, error=error,
+                     duration_ms=duration_ms, now=now, reason=decision.reason.value)  # fmt: skip
+            if decision.kind == "dlq":
+                tx.q("release_unique", id=lease.job.id)
+                if rows[0][0]:
+                    self._forget(tx, [lease.job.id])
+        if decision.kind != "dlq":
+            self._ring(lease.job.queue)
+        return Settle.OK
+
+    def extend(self, lease: Lease, lease_ms: int) -> Settle:
+        with self._begin() as tx:
+            rows = tx.q("extend", id=lease.job.id, token=lease.token, attempt=lease.attempt,
+                        until=self.clock() + lease_ms)  # fmt: skip
+        return Settle.OK if rows else Settle.STALE
+
+    # -- sweep -------------------------------------------------------------------------
+    def sweep(self) -> SweepResult:
+        with self._begin() as tx:
+            now = self.clock()
+            requeued, dead = self._sweep_leases(tx, now)
+            expired = [r[0] for r in tx.q("ttl_expire", now=now)]
+            for jid in expired:
+                tx.q("release_unique", id=jid)
+            tx.q("uniq_expire", now=now)
+            retried, dropped = self._dlq_maintenance(tx, now)
+            self._retention(tx, now)
+        if requeued or retried:
+            for q in self.queues():
+                self._ring(q)
+        return SweepResult(requeued, dead, len(expired), retried, dropped)
+
+    def _sweep_leases(self, tx: Tx, now: int) -> tuple[int, int]:
+        requeued = dead = 0
+        for jid, attempts, max_attempts, stalls, token, started in tx.q("expired_leases", now=now):
+            to_dlq = decide_stall(attempts, max_attempts, stalls + 1, self.max_stalls)
+            rows = tx.q("stall_dead" if to_dlq else "stall_requeue", id=jid, token=token, now=now)
+            if not rows:
+                continue
+            tx.q("add_attempt", id=jid, attempt=attempts, error="lease expired",
+                 duration_ms=max(now - (started or now), 0), now=now,
+                 reason=FailureReason.STALLED.value)  # fmt: skip
+            if to_dlq:
+                tx.q("release_unique", id=jid)
+                dead += 1
+            else:
+                requeued += 1
+        return requeued, dead
+
+    def _dlq_maintenance(self, tx: Tx, now: int) -> tuple[int, int]:
+        retried = dropped = 0
+        configs = {name: DlqConfig(**unpack(blob)) for name, blob in tx.q("queues_with_dlq")}
+        for (queue,) in tx.q("queue_names"):
+            cfg = configs.get(queue, DlqConfig())
+            if cfg.auto_retry:
+                retried += len(tx.q("dlq_auto_retry", queue=queue, now=now,
+                                    before=now - cfg.auto_retry_interval,
+                                    max_retries=cfg.max_auto_retries))  # fmt: skip
+            gone = []
+            if cfg.max_age is not None:
+                gone += [r[0] for r in tx.q("dlq_drop_old", queue=queue, before=now - cfg.max_age)]
+            gone += [r[0] for r in tx.q("dlq_drop_over", queue=queue, keep=cfg.max_entries)]
+            self._forget(tx, gone)
+            dropped += len(gone)
+        return retried, dropped
+
+    def _retention(self, tx: Tx, now: int) -> None:
+        gone = [r[0] for r in tx.q("completed_prune_age", before=now - self.completed_max_age)]
+        for queue, over in tx.q("completed_over", keep=self.completed_max_count):
+            gone += [r[0] for r in tx.q("completed_prune_oldest", queue=queue, n=over)]
+        self._forget(tx, gone)
+
+    # -- queries -----------------------------------------------------------------------
+    def _read(self) -> AbstractContextManager[Tx]:
+        return self._begin()
+
+    def get_job(self, job_id: JobId) -> Job | None:
+        with self._read() as tx:
+            rows = tx.q("get_job", id=job_id)
+            if not rows:
+                return None
+            job = job_from_row(rows[0], self.clock())
+            hist = tuple(Attempt.from_dict(dict(zip(("attempt", "error", "duration_ms", "at",
+                         "reason"), a))) for a in tx.q("attempts_of", id=job_id))  # fmt: skip
+        return Job(**{**_fields(job), "history": hist})
+
+    def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
+        _qn(queue)
+        page = {"queue": queue, "offset": max(offset, 0), "limit": max(min(limit, 10_000), 0)}
+        with self._read() as tx:
+            now = self.clock()
+            if state is JobState.PAUSED or state is JobState.WAITING:
+                if (state is JobState.PAUSED) != self._paused(tx, queue):
+                    return []
+                rows = tx.q("jobs_waiting", now=now, **page)
+            elif state is JobState.DELAYED:
+                rows = tx.q("jobs_delayed", now=now, **page)
+            elif state in (JobState.COMPLETED, JobState.FAILED):
+                rows = tx.q("jobs_finished", state=state.value, **page)
+            else:
+                rows = tx.q("jobs_in_state", state=state.value, **page)
+        return [job_from_row(r, now) for r in rows]
+
+    def counts(self, queue: str) -> dict[JobState, int]:
+        _qn(queue)
+        out = dict.fromkeys(JobState, 0)
+        with self._read() as tx:
+            for state, delayed, n in tx.q("counts", queue=queue, now=self.clock()):
+                st = JobState.DELAYED if delayed else JobState(state)
+                out[st] += n
+            if self._paused(tx, queue):
+                out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
+        return out
+
+    def queues(self) -> list[str]:
+        with self._read() as tx:
+            return sorted(r[0] for r in tx.q("queue_names"))
+
+    def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
+        with self._read() as tx:
+            return {jid: unpack(res) for jid, res in tx.q("children_results", id=parent_id)}
+
+    # -- queue control -----------------------------------------------------------------
+    def _paused(self, tx: Tx, queue: str) -> bool:
+        rows = tx.q("queue_get", queue=queue)
+        return bool(rows and rows[0][0])
+
+    def pause(self, queue: str) -> None:
+        with self._begin() as tx:
+            tx.q("queue_upsert_paused", queue=_qn(queue), paused=1)
+
+    def resume(self, queue: str) -> None:
+        with self._begin() as tx:
+            tx.q("queue_upsert_paused", queue=_qn(queue), paused=0)
+        self._ring(queue)
+
+    def is_paused(self, queue: str) -> bool:
+        with self._read() as tx:
+            return self._paused(tx, _qn(queue))
+
+    def drain(self, queue: str) -> int:
+        with self._begin() as tx:
+            gone = [r[0] for r in tx.q("drain", queue=_qn(queue))]
+            self._forget(tx, gone)
+        return len(gone)
+
+    def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
+        _qn(queue)
+        if state in (JobState.ACTIVE, JobState.WAITING_CHILDREN, JobState.PAUSED):
+            raise ConfigError(f"clean does not remove {state.value} jobs")
+        with self._begin() as tx:
+            now = self.clock()
+            args = {"queue": queue, "before": now - max(grace_ms, 0), "limit": max(limit, 0)}
+            if state in (JobState.WAITING, JobState.DELAYED):
+                rows = tx.q("clean_waiting", now=now, delayed=state is JobState.DELAYED, **args)
+            else:
+                rows = tx.q("clean", state=state.value, **args)
+            gone = [r[0] for r in rows]
+            self._forget(tx, gone)
+        return gone
+
+    def obliterate(self, queue: str, force: bool = False) -> None:
+        with self._begin() as tx:
+            if not force and tx.q("count_active", queue=_qn(queue))[0][0]:
+                raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
+            self._forget(tx, [r[0] for r in tx.q("obliterate", queue=queue)])
+            tx.q("obliterate_queue", queue=queue)
+
+    def set_limits(self, queue: str, limits: QueueLimits) -> None:
+        with self._begin() as tx:
+            tx.q("queue_set_limits", queue=_qn(queue), limits=pack(asdict(limits)))
+            tx.q("rate_set", queue=queue, tokens=None, at=None)
+
+    def get_limits(self, queue: str) -> QueueLimits:
+        with self._read() as tx:
+            rows = tx.q("queue_get", queue=_qn(queue))
+        if not rows or rows[0][1] is None:
+            return QueueLimits()
+        return QueueLimits(**unpack(rows[0][1]))
+
+    # -- per-job data ------------------------------------------------------------------
+    def update_progress(self, job_id: JobId, progress: int) -> None:
+        if isinstance(progress, bool) or not isinstance(progress, int) or not 0 <= progress <= 100:
+            raise ValidationError("progress must be an integer in [0, 100]", field="progress")
+        with self._begin() as tx:
+            if not tx.q("progress", id=job_id, progress=progress):
+                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+
+    def add_log(self, job_id: JobId, line: str) -> None:
+        if not isinstance(line, str):
+            raise ValidationError("a log line must be a string", field="line")
+        with self._begin() as tx:
+            if not tx.q("job_state", id=job_id):
+                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+            n = tx.q("log_next", id=job_id)[0][0]
+            tx.q("log_add", id=job_id, n=n, line=line[:10_000])
+            tx.q("log_trim", id=job_id, n=n - MAX_LOG_LINES)
+
+    def get_logs(self, job_id: JobId) -> list[str]:
+        with self._read() as tx:
+            return [r[0] for r in tx.q("logs", id=job_id)]
+
+    # -- dead-letter queue -------------------------------------------------------------
+    def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
+        with self._read() as tx:
+            now = self.clock()
+            out = []
+            for row in tx.q("dlq_list", queue=_qn(queue), limit=max(limit, 0),
+                            offset=max(offset, 0)):  # fmt: skip
+                job = job_from_row(row, now)
+                hist = tuple(Attempt(a, e, d, at, None if r is None else FailureReason(r))
+                             for a, e, d, at, r in tx.q("attempts_of", id=job.id))  # fmt: skip
+                out.append(DlqEntry(Job(**{**_fields(job), "history": hist}),
+                                    job.reason or FailureReason.UNKNOWN, job.error, hist,
+                                    row[21] or 0, row[22]))  # fmt: skip
+        return out
+
+    def dlq_retry(self, queue: str, job_id: JobId | None = None) -> int:
+        with self._begin() as tx:
+            now = self.clock()
+            if job_id is None:
+                rows = tx.q("dlq_retry_all", queue=_qn(queue), now=now, auto=0)
+            else:
+                rows = tx.q("dlq_retry_one", queue=_qn(queue), id=job_id, now=now, auto=0)
+        self._ring(queue)
+        return len(rows)
+
+    def dlq_purge(self, queue: str) -> int:
+        with self._begin() as tx:
+            gone = [r[0] for r in tx.q("dlq_purge", queue=_qn(queue))]
+            self._forget(tx, gone)
+        return len(gone)
+
+    def dlq_size(self, queue: str) -> int:
+        with self._read() as tx:
+            return int(tx.q("dlq_size", queue=_qn(queue))[0][0])
+
+    def dlq_remove(self, queue: str, job_id: JobId) -> bool:
+        with self._begin() as tx:
+            gone = [r[0] for r in tx.q("dlq_remove", queue=_qn(queue), id=job_id)]
+            self._forget(tx, gone)
+        return bool(gone)
+
+    def dlq_config(self, queue: str, config: DlqConfig | None = None) -> DlqConfig:
+        _qn(queue)
+        if config is not None:
+            with self._begin() as tx:
+                tx.q("queue_set_dlq", queue=queue, dlq=pack(asdict(config)))
+            return config
+        with self._read() as tx:
+            rows = tx.q("queue_get", queue=queue)
+        if not rows or rows[0][2] is None:
+            return DlqConfig()
+        return DlqConfig(**unpack(rows[0][2]))
+
+
+def _fields(job: Job) -> dict[str, Any]:
+    return {name: getattr(job, name) for name in job.__dataclass_fields__}
+
+
+def iter_chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]

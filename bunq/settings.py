@@ -1,0 +1,84 @@
+"""Configuration: the one place that reads ``BUNQ_*`` environment variables.
+
+``Settings.from_env()`` is called once by an entry point (CLI, handler,
+server) and the result is passed down; nothing else reads the environment
+(``bunq._core`` reads ``BUNQ_PUREPYTHON`` / ``BUNQ_REQUIRE_COMPILED`` to pick
+its implementation before anything else exists).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULT_BACKEND = "sqlite:///bunq.db"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every knob bunq reads from the environment, with its default.
+
+    | variable | field | default |
+    | --- | --- | --- |
+    | BUNQ_BACKEND | backend | ``sqlite:///bunq.db`` |
+    | BUNQ_HOST | host | ``127.0.0.1`` |
+    | BUNQ_TCP_PORT | tcp_port | 6789 |
+    | BUNQ_HTTP_PORT | http_port | 6790 |
+    | BUNQ_DATA_PATH | data_path | ``bunq-data.db`` (server write-behind file) |
+    | BUNQ_AUTH_TOKENS | auth_tokens | none (comma separated) |
+    | BUNQ_MAX_PAYLOAD | max_payload | 1 MiB (bytes of encoded job data) |
+    | BUNQ_LEASE_MS | lease_ms | 30000 |
+    | BUNQ_HANDLER | handler | none (``module:function``) |
+    | BUNQ_QUEUE | queue | none |
+    | BUNQ_LOG_LEVEL | log_level | ``INFO`` |
+    """
+
+    backend: str = DEFAULT_BACKEND
+    host: str = "127.0.0.1"
+    tcp_port: int = 6789
+    http_port: int = 6790
+    data_path: str = "bunq-data.db"
+    auth_tokens: tuple[str, ...] = ()
+    max_payload: int = 1 << 20
+    lease_ms: int = 30_000
+    handler: str | None = None
+    queue: str | None = None
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``BUNQ_*`` variables (``env`` defaults to ``os.environ``)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"BUNQ_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _coerce(f.name, raw, f.type)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _coerce(name: str, raw: str, typ: object) -> Any:
+    if typ in ("int", int):
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"BUNQ_{name.upper()} must be an integer, got {raw!r}") from None
+        if value < 0:
+            raise ConfigError(f"BUNQ_{name.upper()} must be >= 0, got {value}")
+        return value
+    if "tuple" in str(typ):
+        return tuple(t.strip() for t in raw.split(",") if t.strip())
+    return raw
+
+
+def env_flag(name: str, env: Mapping[str, str] | None = None) -> str:
+    """Return a raw ``BUNQ_*`` variable ('' when unset), for tests and tooling."""
+    if not name.startswith("BUNQ_"):
+        raise ConfigError(f"{name} is not a BUNQ_* variable")
+    return (os.environ if env is None else env).get(name, "")
