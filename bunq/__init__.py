@@ -1,0 +1,31 @@
+"""bunq: a durable job queue for Python.
+
+One job model (priorities, delays, retries with backoff, leases with an
+attempt fence, a dead-letter queue, dependencies and flows, deduplication,
+rate/concurrency limits, FIFO groups, cron) over SQLite, PostgreSQL, an
+in-memory engine, SQS, or a ``bunq serve`` server.
+"""
+
+from __future__ import annotations
+
+from .backends import Backend, Capability, DlqConfig, QueueLimits, connect
+from .errors import (
+    BackendError, BackendUnavailable, BunqError, ConfigError, DelayedError, DependencyError,
+    DuplicateJob, JobNotFound, LeaseLost, PayloadTooLarge, Retry, UnrecoverableError,
+    UnsupportedError, ValidationError,
+)  # fmt: skip
+from .flow import FlowJob, FlowProducer, FlowResult
+from .job import Backoff, DlqEntry, FailureReason, Job, JobOptions, JobState, Lease, Settle
+from .queue import Queue
+from .worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend", "BackendError", "BackendUnavailable", "Backoff", "BunqError", "Capability",
+    "ConfigError", "DelayedError", "DependencyError", "DlqConfig", "DlqEntry", "DuplicateJob",
+    "FailureReason", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
+    "JobOptions", "JobState", "Lease", "LeaseLost", "PayloadTooLarge", "Queue", "QueueLimits",
+    "Retry", "Settle", "UnrecoverableError", "UnsupportedError", "ValidationError", "Worker",
+    "connect", "__version__",
+]  # fmt: skip

@@ -1,0 +1,20 @@
+# The C contract of bunq._core.bucket: typed state of the two limiters.
+
+cdef class TokenBucket:
+    cdef double _capacity
+    cdef double _rate             # tokens per second
+    cdef double _tokens           # as of _last
+    cdef double _last             # latest `now` seen; time never moves back
+
+    cdef void _refill(self, double now) noexcept
+
+
+cdef class SlidingWindow:
+    cdef Py_ssize_t _limit
+    cdef double _window
+    cdef double* _ring            # admitted timestamps, oldest at _head
+    cdef Py_ssize_t _head
+    cdef Py_ssize_t _count        # timestamps stored, <= _limit
+    cdef double _last             # latest `now` seen
+
+    cdef double _advance(self, double now) noexcept

@@ -1,0 +1,38 @@
+# The C contract of bunq._core.lru: the slot chain and typed attributes.
+
+cdef struct Chain:
+    # A doubly linked list of slot numbers threaded through two C arrays.
+    Py_ssize_t* prev              # prev[i]: older neighbour, -1 at the head
+    Py_ssize_t* next              # next[i]: newer neighbour (-1 at the tail),
+                                  #   or the next free slot while i is free
+    Py_ssize_t head               # oldest slot, -1 when empty
+    Py_ssize_t tail               # newest slot, -1 when empty
+    Py_ssize_t free_head          # first free slot, -1 when none
+    Py_ssize_t used               # slots ever handed out (== len of the lists)
+    Py_ssize_t cap                # slots allocated in prev/next
+
+
+cdef class LRUCache:
+    cdef Chain _chain
+    cdef dict _index              # key -> slot number (cached int object)
+    cdef list _keys               # slot -> key, None when free
+    cdef list _values             # slot -> value, None when free
+    cdef list _slotobj            # slot -> cached int object of that slot
+    cdef Py_ssize_t _maxsize
+    cdef Py_ssize_t _evictions
+
+    cdef Py_ssize_t _new_slot(self, object key, object value) except -1
+    cdef void _drop_slot(self, Py_ssize_t i) noexcept
+    cdef int _evict_oldest(self) except -1
+
+
+cdef class BoundedSet:
+    cdef Chain _chain
+    cdef dict _index              # key -> slot number (cached int object)
+    cdef list _keys               # slot -> key, None when free
+    cdef list _slotobj            # slot -> cached int object of that slot
+    cdef Py_ssize_t _maxsize
+    cdef Py_ssize_t _batch        # keys evicted per overflow
+    cdef Py_ssize_t _evictions
+
+    cdef int _evict_oldest(self) except -1

@@ -1,0 +1,433 @@
+# Representation
+# --------------
+# uvloop's lru.pyx wraps an OrderedDict; that costs a Python method call
+# (move_to_end) per hit, which is most of what a compiled cache can save. Here
+# each entry lives in a numbered *slot*:
+#
+#   _index        dict: key -> slot number (a cached int object per slot)
+#   _keys[i]      key of slot i     } Python lists, so every reference stays
+#   _values[i]    value of slot i   } visible to the cycle collector
+#   _chain        C arrays prev[]/next[] linking the live slots from oldest
+#                 (head) to newest (tail); free slots are threaded through
+#                 next[] as a free list
+#
+# A hit is one dict lookup plus four C stores to move the slot to the tail.
+# Slots are reused, so there are at most maxsize + 1 of them (an insert
+# happens before the eviction it causes) and no per-entry allocation once the
+# cache is warm.
+#
+# BoundedSet uses the same chain in FIFO order (no move on re-add) and
+# evicts a batch of the oldest keys when it overflows, like bunqueue's
+# completed-jobs set: a batch amortises the eviction walk and keeps the set
+# from evicting on every add once full.
+"""LRU cache and FIFO-bounded set over a slot chain."""
+
+cimport cython
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.number cimport PyNumber_Index
+
+import sys
+from types import GenericAlias
+
+
+# -- the slot chain -------------------------------------------------------
+
+cdef void chain_reset(Chain* c) noexcept:
+    c.head = -1
+    c.tail = -1
+    c.free_head = -1
+    c.used = 0
+
+
+cdef void chain_free(Chain* c) noexcept:
+    PyMem_Free(c.prev)
+    PyMem_Free(c.next)
+    c.prev = NULL
+    c.next = NULL
+    c.cap = 0
+
+
+cdef Py_ssize_t chain_alloc(Chain* c) except -1:
+    # Return a free slot number; a fresh one equals the old c.used.
+    cdef Py_ssize_t i, cap
+    cdef Py_ssize_t* p
+    if c.free_head != -1:
+        i = c.free_head
+        c.free_head = c.next[i]
+        return i
+    if c.used == c.cap:
+        cap = c.cap * 2 if c.cap else 8
+        p = <Py_ssize_t*>PyMem_Realloc(c.prev, cap * sizeof(Py_ssize_t))
+        if p == NULL:
+            raise MemoryError()
+        c.prev = p
+        p = <Py_ssize_t*>PyMem_Realloc(c.next, cap * sizeof(Py_ssize_t))
+        if p == NULL:
+            raise MemoryError()
+        c.next = p
+        c.cap = cap
+    i = c.used
+    c.used += 1
+    return i
+
+
+cdef inline void chain_append(Chain* c, Py_ssize_t i) noexcept:
+    c.prev[i] = c.tail
+    c.next[i] = -1
+    if c.tail != -1:
+        c.next[c.tail] = i
+    else:
+        c.head = i
+    c.tail = i
+
+
+cdef inline void chain_unlink(Chain* c, Py_ssize_t i) noexcept:
+    cdef Py_ssize_t p = c.prev[i], n = c.next[i]
+    if p != -1:
+        c.next[p] = n
+    else:
+        c.head = n
+    if n != -1:
+        c.prev[n] = p
+    else:
+        c.tail = p
+
+
+cdef inline void chain_release(Chain* c, Py_ssize_t i) noexcept:
+    c.prev[i] = -2                       # marks "free" for _check
+    c.next[i] = c.free_head
+    c.free_head = i
+
+
+cdef Py_ssize_t _check_chain(Chain* c, list keys, dict index) except -1:
+    # Walk both lists; return the number of live slots.
+    cdef Py_ssize_t i = c.head, p = -1, live = 0, free = 0
+    while i != -1:
+        if c.prev[i] != p:
+            raise AssertionError(f"prev link of slot {i} is {c.prev[i]}, expected {p}")
+        if index.get(keys[i]) != i:
+            raise AssertionError(f"slot {i} disagrees with the index")
+        live += 1
+        p = i
+        i = c.next[i]
+    if c.tail != p:
+        raise AssertionError("tail is not the last slot")
+    i = c.free_head
+    while i != -1:
+        if c.prev[i] != -2 or keys[i] is not None:
+            raise AssertionError(f"free slot {i} still in use")
+        free += 1
+        i = c.next[i]
+    if live != len(index) or live + free != c.used or c.used != len(keys):
+        raise AssertionError(f"slot counts: live {live}, free {free}, used {c.used}")
+    return live
+
+
+cdef Py_ssize_t _checked_maxsize(object maxsize) except -1:
+    m = PyNumber_Index(maxsize)
+    if m < 1:
+        raise ValueError(f"maxsize must be >= 1, got {m!r}")
+    return min(m, sys.maxsize)
+
+
+# -- LRUCache -------------------------------------------------------------
+
+@cython.final
+cdef class LRUCache:
+    """Mapping of at most ``maxsize`` entries that evicts the least recently used.
+
+    ``get`` and ``put`` mark a key most recently used; ``peek``, ``pop`` and
+    ``in`` do not. ``len`` counts entries; ``evictions`` counts entries
+    evicted for capacity so far (``pop`` and ``clear`` do not count, and
+    ``clear`` does not reset it). ``maxsize < 1`` is a ``ValueError``.
+
+    Complexity: get/put/pop/peek O(1); keys/clear O(n).
+
+    >>> c = LRUCache(2)
+    >>> c.put("a", 1); c.put("b", 2); _ = c.get("a"); c.put("c", 3)
+    >>> c.keys(), c.evictions
+    (['a', 'c'], 1)
+    """
+
+    __class_getitem__ = classmethod(GenericAlias)
+
+    def __cinit__(self):
+        self._index = {}
+        self._keys = []
+        self._values = []
+        self._slotobj = []
+        chain_reset(&self._chain)
+
+    def __init__(self, maxsize):
+        self._maxsize = _checked_maxsize(maxsize)
+        self._evictions = 0
+        self.clear()
+
+    def __dealloc__(self):
+        chain_free(&self._chain)
+
+    # boundscheck/wraparound off: slot numbers come from the chain, always in
+    # range of the lists; measured by bench/core.py "LRU get/put".
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef Py_ssize_t _new_slot(self, object key, object value) except -1:
+        cdef Py_ssize_t i = chain_alloc(&self._chain)
+        if i == len(self._keys):
+            self._keys.append(key)
+            self._values.append(value)
+            self._slotobj.append(i)
+        else:
+            self._keys[i] = key
+            self._values[i] = value
+        self._index[key] = self._slotobj[i]
+        chain_append(&self._chain, i)
+        return i
+
+    @cython.boundscheck(False)  # bench/core.py "LRU get/put"
+    @cython.wraparound(False)
+    cdef void _drop_slot(self, Py_ssize_t i) noexcept:
+        # Caller already removed the key from _index.
+        chain_unlink(&self._chain, i)
+        chain_release(&self._chain, i)
+        self._keys[i] = None
+        self._values[i] = None
+
+    cdef int _evict_oldest(self) except -1:
+        cdef Py_ssize_t i = self._chain.head
+        key = self._keys[i]
+        del self._index[key]
+        self._drop_slot(i)
+        self._evictions += 1
+        return 0
+
+    @cython.boundscheck(False)  # bench/core.py "LRU get/put"
+    @cython.wraparound(False)
+    def get(self, key, default=None):
+        """Return the value of ``key`` and mark it most recently used.
+
+        Return ``default`` (and change nothing) when ``key`` is absent.
+
+        Complexity: O(1).
+        """
+        cdef Py_ssize_t i
+        obj = self._index.get(key)
+        if obj is None:
+            return default
+        i = obj
+        if i != self._chain.tail:
+            chain_unlink(&self._chain, i)
+            chain_append(&self._chain, i)
+        return self._values[i]
+
+    @cython.boundscheck(False)  # bench/core.py "LRU get/put"
+    @cython.wraparound(False)
+    def put(self, key, value):
+        """Set ``key`` to ``value`` and mark it most recently used.
+
+        Evict the least recently used entry if the cache grows past maxsize.
+
+        Complexity: O(1).
+        """
+        cdef Py_ssize_t i
+        obj = self._index.get(key)
+        if obj is not None:
+            i = obj
+            self._values[i] = value
+            if i != self._chain.tail:
+                chain_unlink(&self._chain, i)
+                chain_append(&self._chain, i)
+            return
+        self._new_slot(key, value)
+        if len(self._index) > self._maxsize:
+            self._evict_oldest()
+
+    def pop(self, key, default=None):
+        """Remove ``key`` and return its value, or ``default`` if absent.
+
+        Complexity: O(1).
+        """
+        cdef Py_ssize_t i
+        obj = self._index.pop(key, None)
+        if obj is None:
+            return default
+        i = obj
+        value = self._values[i]
+        self._drop_slot(i)
+        return value
+
+    def peek(self, key, default=None):
+        """Return the value of ``key`` (or ``default``) without marking it used.
+
+        Complexity: O(1).
+        """
+        obj = self._index.get(key)
+        if obj is None:
+            return default
+        return self._values[<Py_ssize_t>obj]
+
+    def keys(self):
+        """Return the keys from least to most recently used.
+
+        Complexity: O(n).
+        """
+        cdef Py_ssize_t i = self._chain.head
+        out = []
+        while i != -1:
+            out.append(self._keys[i])
+            i = self._chain.next[i]
+        return out
+
+    def clear(self):
+        """Remove every entry (not counted as evictions).
+
+        Complexity: O(n).
+        """
+        self._index.clear()
+        del self._keys[:]
+        del self._values[:]
+        del self._slotobj[:]
+        chain_reset(&self._chain)
+
+    @property
+    def evictions(self):
+        """Number of entries evicted for capacity so far."""
+        return self._evictions
+
+    def __len__(self):
+        return len(self._index)
+
+    def __contains__(self, key):
+        return key in self._index
+
+    def _check(self):
+        """Verify every invariant; raise ``AssertionError`` on a violation.
+
+        Complexity: O(n).
+        """
+        cdef Py_ssize_t i
+        live = _check_chain(&self._chain, self._keys, self._index)
+        if live > self._maxsize:
+            raise AssertionError(f"{live} entries exceed maxsize {self._maxsize}")
+        i = self._chain.free_head
+        while i != -1:
+            if self._values[i] is not None:
+                raise AssertionError(f"free slot {i} still holds a value")
+            i = self._chain.next[i]
+
+
+# -- BoundedSet -----------------------------------------------------------
+
+@cython.final
+cdef class BoundedSet:
+    """Set of at most ``maxsize`` keys that forgets the oldest in batches.
+
+    Order is FIFO by first insertion: re-adding a present key does not
+    refresh it. When an add makes ``len > maxsize``, the oldest
+    ``max(1, int(maxsize * evict_fraction))`` keys are evicted at once.
+    ``evictions`` counts evicted keys (not batches). ``maxsize < 1`` or
+    ``evict_fraction`` outside [0, 1] is a ``ValueError``.
+
+    Complexity: add/discard/contains O(1) amortised (an eviction batch of b
+    keys costs O(b) and happens at most once per b adds).
+
+    >>> s = BoundedSet(4, evict_fraction=0.5)
+    >>> for k in "abcde": s.add(k)
+    >>> sorted(k for k in "abcde" if k in s), s.evictions
+    (['c', 'd', 'e'], 2)
+    """
+
+    __class_getitem__ = classmethod(GenericAlias)
+
+    def __cinit__(self):
+        self._index = {}
+        self._keys = []
+        self._slotobj = []
+        chain_reset(&self._chain)
+
+    def __init__(self, maxsize, double evict_fraction=0.1):
+        self._maxsize = _checked_maxsize(maxsize)
+        if not 0.0 <= evict_fraction <= 1.0:
+            raise ValueError(f"evict_fraction must be in [0, 1], got {evict_fraction!r}")
+        self._batch = max(1, int(self._maxsize * evict_fraction))
+        self._evictions = 0
+        self.clear()
+
+    def __dealloc__(self):
+        chain_free(&self._chain)
+
+    cdef int _evict_oldest(self) except -1:
+        cdef Py_ssize_t i = self._chain.head
+        key = self._keys[i]
+        del self._index[key]
+        chain_unlink(&self._chain, i)
+        chain_release(&self._chain, i)
+        self._keys[i] = None
+        self._evictions += 1
+        return 0
+
+    @cython.boundscheck(False)  # bench/core.py "BoundedSet add"
+    @cython.wraparound(False)
+    def add(self, key):
+        """Add ``key`` unless present (a present key keeps its age).
+
+        Complexity: O(1) amortised.
+        """
+        cdef Py_ssize_t i, n
+        if key in self._index:
+            return
+        i = chain_alloc(&self._chain)
+        if i == len(self._keys):
+            self._keys.append(key)
+            self._slotobj.append(i)
+        else:
+            self._keys[i] = key
+        self._index[key] = self._slotobj[i]
+        chain_append(&self._chain, i)
+        if len(self._index) > self._maxsize:
+            for n in range(self._batch):
+                self._evict_oldest()
+
+    def discard(self, key):
+        """Remove ``key``; return whether it was present.
+
+        Complexity: O(1).
+        """
+        cdef Py_ssize_t i
+        obj = self._index.pop(key, None)
+        if obj is None:
+            return False
+        i = obj
+        chain_unlink(&self._chain, i)
+        chain_release(&self._chain, i)
+        self._keys[i] = None
+        return True
+
+    def clear(self):
+        """Remove every key (not counted as evictions).
+
+        Complexity: O(n).
+        """
+        self._index.clear()
+        del self._keys[:]
+        del self._slotobj[:]
+        chain_reset(&self._chain)
+
+    @property
+    def evictions(self):
+        """Number of keys evicted for capacity so far."""
+        return self._evictions
+
+    def __len__(self):
+        return len(self._index)
+
+    def __contains__(self, key):
+        return key in self._index
+
+    def _check(self):
+        """Verify every invariant; raise ``AssertionError`` on a violation.
+
+        Complexity: O(n).
+        """
+        live = _check_chain(&self._chain, self._keys, self._index)
+        if live > self._maxsize:
+            raise AssertionError(f"{live} keys exceed maxsize {self._maxsize}")

@@ -1,0 +1,126 @@
+"""Running one job and settling its outcome: shared by Worker and tick().
+
+``run_sync`` / ``run_async`` call the handler and turn what happened into an
+:class:`Outcome`; :func:`settle` records it through the backend under the
+lease's fence, routing failures through :mod:`bunq.policy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .backends.base import Backend
+from .errors import DelayedError, Retry, UnrecoverableError
+from .job import FailureReason, Job, Lease, Settle
+from .policy import FailDecision, decide_failure
+
+Handler = Callable[[Job], Union[Any, Awaitable[Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one handler call did."""
+
+    ok: bool
+    result: Any = None
+    error: BaseException | None = None
+    duration_ms: int = 0
+    timed_out: bool = False
+
+
+def is_async(handler: Handler) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - callable objects
+    )
+
+
+def run_sync(handler: Handler, job: Job) -> Outcome:
+    """Call a handler (a coroutine result is run to completion on a fresh loop)."""
+    start = time.perf_counter()
+    try:
+        result = handler(job)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_timed(result, job.opts.timeout))
+    except asyncio.TimeoutError as exc:
+        return Outcome(False, error=exc, duration_ms=_ms(start), timed_out=True)
+    except Exception as exc:
+        return Outcome(False, error=exc, duration_ms=_ms(start))
+    return Outcome(True, result, duration_ms=_ms(start))
+
+
+async def run_async(handler: Handler, job: Job) -> Outcome:
+    """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation."""
+    start = time.perf_counter()
+    try:
+        result = handler(job)
+        if inspect.isawaitable(result):
+            result = await _timed(result, job.opts.timeout)
+    except asyncio.TimeoutError as exc:
+        return Outcome(False, error=exc, duration_ms=_ms(start), timed_out=True)
+    except Exception as exc:
+        return Outcome(False, error=exc, duration_ms=_ms(start))
+    return Outcome(True, result, duration_ms=_ms(start))
+
+
+async def _timed(aw: Awaitable[Any], timeout_ms: int | None) -> Any:
+    if timeout_ms is None:
+        return await aw
+    return await asyncio.wait_for(aw, timeout_ms / 1000)
+
+
+def _ms(start: float) -> int:
+    return int((time.perf_counter() - start) * 1000)
+
+
+def decision_for(job: Job, outcome: Outcome, now: int) -> FailDecision:
+    """Route a failed outcome through the retry/DLQ policy."""
+    err = outcome.error
+    if outcome.timed_out:
+        return decide_failure(job, now, reason=FailureReason.TIMEOUT)
+    if isinstance(err, UnrecoverableError):
+        return decide_failure(job, now, unrecoverable=True)
+    if isinstance(err, DelayedError):
+        return decide_failure(job, now, delay_ms=err.delay_ms, give_back_attempt=True)
+    if isinstance(err, Retry):
+        return decide_failure(job, now, delay_ms=err.delay_ms)
+    return decide_failure(job, now)
+
+
+def describe(err: BaseException | None) -> str | None:
+    if err is None:
+        return None
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How one settle went: the backend's answer and whether the job is now dead."""
+
+    answer: Settle
+    dead: bool = False
+    failed: bool = False
+
+
+def settle(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
+    """Record one outcome under the lease's fence."""
+    if outcome.ok:
+        return Settled(backend.complete(lease, outcome.result))
+    decision = decision_for(lease.job, outcome, backend.clock())
+    answer = backend.fail(lease, describe(outcome.error), decision, outcome.duration_ms)
+    return Settled(answer, dead=answer is Settle.OK and decision.is_dead, failed=True)
+
+
+def settle_many(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
+    """Settle a batch: completions share one transaction, failures go one by one."""
+    oks = [(lease, o.result) for lease, o in done if o.ok]
+    answers = iter(backend.complete_many(oks)) if oks else iter(())
+    out = []
+    for lease, o in done:
+        out.append(Settled(next(answers)) if o.ok else settle(backend, lease, o))
+    return out

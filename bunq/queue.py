@@ -1,0 +1,197 @@
+"""Queue: the producer and admin handle of one named queue over any backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Any
+
+from .backends import resolve
+from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
+from .errors import ConfigError, JobNotFound, ValidationError
+from .job import DlqEntry, Job, JobId, JobOptions, JobState, NewJob, new_job_id
+
+
+def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
+    """Validate options and build a NewJob (custom ``job_id`` becomes the id)."""
+    o = JobOptions.parse(opts)
+    return NewJob(queue, name, data, o, o.job_id or new_job_id())
+
+
+class DeadLetters:
+    """The dead-letter queue of one queue (``queue.dlq``)."""
+
+    def __init__(self, queue: Queue) -> None:
+        self._q = queue
+
+    def list(self, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
+        """Return entries, newest first, with reason, last error and attempt history."""
+        return self._q.backend.dlq_list(self._q.name, limit, offset)
+
+    def retry(self, job_id: JobId | None = None) -> int:
+        """Move one entry (or all) back to waiting with fresh attempts; return how many."""
+        return self._q.backend.dlq_retry(self._q.name, job_id)
+
+    def purge(self) -> int:
+        return self._q.backend.dlq_purge(self._q.name)
+
+    def size(self) -> int:
+        return self._q.backend.dlq_size(self._q.name)
+
+    def remove(self, job_id: JobId) -> bool:
+        return self._q.backend.dlq_remove(self._q.name, job_id)
+
+    def config(self, **changes: Any) -> DlqConfig:
+        """Return the DLQ settings, changing the given ones first.
+
+        Keys: auto_retry, auto_retry_interval, max_auto_retries, max_age, max_entries.
+        """
+        current = self._q.backend.dlq_config(self._q.name)
+        if not changes:
+            return current
+        known = {f.name for f in fields(DlqConfig)}
+        if set(changes) - known:
+            raise ConfigError(f"unknown DLQ settings {sorted(set(changes) - known)}")
+        merged = DlqConfig(**{**{f: getattr(current, f) for f in known}, **changes})
+        return self._q.backend.dlq_config(self._q.name, merged)
+
+
+class Queue:
+    """Add and inspect jobs of one queue.
+
+    :param name: queue name (letters, digits, ``_ . : -``; at most 128).
+    :param backend: a Backend object (shared) or a URL (opened and owned).
+    """
+
+    def __init__(self, name: str, backend: Backend | str | None = None) -> None:
+        self.name = check_queue_name(name)
+        self.backend, self._owned = resolve(backend)
+        self.dlq = DeadLetters(self)
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r}, backend={self.backend.kind})"
+
+    def __enter__(self) -> Queue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the backend if this queue opened it from a URL."""
+        if self._owned:
+            self.backend.close()
+
+    # -- producing ---------------------------------------------------------------------
+    def add(self, name: str, data: Any = None, **opts: Any) -> Job:
+        """Add one job; return it as stored (a live job with the same job_id is returned).
+
+        Options: priority, delay (ms), attempts, backoff, job_id, unique_key,
+        unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
+        depends_on, remove_on_complete, remove_on_fail, group, durable.
+        """
+        return self.backend.add([new_job(self.name, name, data, opts)])[0]
+
+    def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
+        """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
+        batch = []
+        for item in jobs:
+            if isinstance(item, Mapping):
+                unknown = set(item) - {"name", "data", "opts"}
+                if unknown:
+                    raise ValidationError(f"unknown bulk item keys {sorted(unknown)}")
+                name, data, opts = item.get("name"), item.get("data"), item.get("opts") or {}
+            elif isinstance(item, tuple) and 1 <= len(item) <= 3:
+                name, data, opts = (*item, None, {})[:3] if len(item) < 3 else item
+                opts = opts or {}
+            else:
+                raise ValidationError("bulk items are mappings or (name, data, opts) tuples")
+            if not isinstance(opts, Mapping):
+                raise ValidationError("bulk item opts must be a mapping")
+            batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
+        return self.backend.add(batch)
+
+    # -- reading -----------------------------------------------------------------------
+    def get_job(self, job_id: JobId) -> Job | None:
+        return self.backend.get_job(job_id)
+
+    def get_state(self, job_id: JobId) -> JobState:
+        """Return the job's state; PAUSED for a waiting job of a paused queue."""
+        job = self.backend.get_job(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state is JobState.WAITING and self.backend.is_paused(job.queue):
+            return JobState.PAUSED
+        return job.state
+
+    def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
+        return self.backend.get_jobs(self.name, JobState(state), offset, limit)
+
+    def counts(self) -> dict[str, int]:
+        """Return job counts keyed by JobState values (every state present)."""
+        return {s.value: n for s, n in self.backend.counts(self.name).items()}
+
+    def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
+        require(self.backend, Capability.FLOWS)
+        return self.backend.get_children_results(parent_id)
+
+    # -- control -----------------------------------------------------------------------
+    def pause(self) -> None:
+        self.backend.pause(self.name)
+
+    def resume(self) -> None:
+        self.backend.resume(self.name)
+
+    def is_paused(self) -> bool:
+        return self.backend.is_paused(self.name)
+
+    def drain(self) -> int:
+        """Remove every waiting and delayed job; return how many."""
+        return self.backend.drain(self.name)
+
+    def clean(self, grace_ms: int = 0, limit: int = 1000,
+              state: JobState | str = JobState.COMPLETED) -> list[JobId]:  # fmt: skip
+        """Remove up to ``limit`` jobs in ``state`` older than ``grace_ms``; return their ids."""
+        return self.backend.clean(self.name, grace_ms, limit, JobState(state))
+
+    def obliterate(self, force: bool = False) -> None:
+        """Remove the queue and all its jobs (``force`` also removes active ones)."""
+        self.backend.obliterate(self.name, force)  # type: ignore[call-arg]
+
+    def rate_limit(self, max_jobs: int | None, duration_ms: int = 1000) -> None:
+        """Lease at most ``max_jobs`` per ``duration_ms`` (None lifts the limit)."""
+        require(self.backend, Capability.RATE_LIMIT)
+        current = self.backend.get_limits(self.name)
+        self.backend.set_limits(self.name, _replace(current, rate_max=max_jobs,
+                                                    rate_duration=duration_ms))  # fmt: skip
+
+    def set_concurrency(self, max_active: int | None) -> None:
+        """Keep at most ``max_active`` jobs of this queue active (None lifts it)."""
+        require(self.backend, Capability.CONCURRENCY_LIMIT)
+        current = self.backend.get_limits(self.name)
+        self.backend.set_limits(self.name, _replace(current, concurrency=max_active))
+
+    def set_limits(self, **limits: Any) -> None:
+        """Set any QueueLimits field (including group_concurrency / group_rate_max)."""
+        current = self.backend.get_limits(self.name)
+        self.backend.set_limits(self.name, _replace(current, **limits))
+
+    # -- per-job data ------------------------------------------------------------------
+    def update_progress(self, job_id: JobId, progress: int) -> None:
+        self.backend.update_progress(job_id, progress)
+
+    def add_log(self, job_id: JobId, line: str) -> None:
+        self.backend.add_log(job_id, line)
+
+    def get_logs(self, job_id: JobId) -> list[str]:
+        return self.backend.get_logs(job_id)
+
+
+def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:
+    known = {f.name for f in fields(QueueLimits)}
+    if set(changes) - known:
+        raise ConfigError(f"unknown limits {sorted(set(changes) - known)}")
+    for key, value in changes.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(f"{key} must be a non-negative integer or None")
+    return QueueLimits(**{**{f: getattr(limits, f) for f in known}, **changes})

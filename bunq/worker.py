@@ -1,0 +1,290 @@
+"""Worker: the resident driver that leases, runs and settles jobs.
+
+Sync handlers run inline when ``concurrency == 1`` (no thread hop per job)
+and on a thread pool otherwise; coroutine handlers run on one event-loop
+thread, up to ``concurrency`` at a time. A heartbeat thread extends every
+held lease at a third of its length and fails attempts that outlive
+``opts.timeout`` (reason timeout). Completions are settled in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from .backends import resolve
+from .backends.base import Backend, check_queue_name
+from .errors import BackendError, ConfigError
+from .execution import Handler, Outcome, is_async, run_async, run_sync, settle, settle_many
+from .job import FailureReason, Lease
+from .policy import FailDecision
+
+log = logging.getLogger("bunq.worker")
+
+
+class _Held:
+    """Leases this worker holds, with when each started running (monotonic s)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.leases: dict[str, Lease] = {}
+        self.started: dict[str, float] = {}
+        self.timed_out: set[str] = set()
+
+
+class Worker:
+    """Process jobs of one queue until closed.
+
+    :param queue: queue name.
+    :param handler: ``handler(job)`` returning the result, or a coroutine function.
+    :param backend: a Backend or a URL (default ``BUNQ_BACKEND``).
+    :param concurrency: jobs running at once.
+    :param lease_ms: lease length; the heartbeat extends it every third.
+    :param batch: most jobs leased per call (default ``max(concurrency, 50)``).
+    :param sweep_interval_ms: how often this worker recovers expired leases.
+    """
+
+    def __init__(self, queue: str, handler: Handler, backend: Backend | str | None = None, *,
+                 concurrency: int = 1, lease_ms: int = 30_000, batch: int | None = None,
+                 idle_wait_ms: int = 1000, sweep_interval_ms: int = 5000,
+                 owner: str | None = None) -> None:  # fmt: skip
+        if not callable(handler):
+            raise ConfigError("handler must be callable")
+        if concurrency < 1 or lease_ms < 100:
+            raise ConfigError("concurrency must be >= 1 and lease_ms >= 100")
+        self.queue = check_queue_name(queue)
+        self.handler = handler
+        self.backend, self._owned = resolve(backend)
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.batch = batch or max(concurrency, 50)
+        self.idle_wait_ms = idle_wait_ms
+        self.sweep_interval_ms = sweep_interval_ms
+        self.owner = owner or f"{os.uname().nodename}:{os.getpid()}:{id(self):x}"
+        self.processed = 0
+        self.failed = 0
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._held = _Held()
+        self._thread: threading.Thread | None = None
+        self._async = is_async(handler)
+        self._pool: cf.ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._next_sweep = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> Worker:
+        """Run in a background thread; return self."""
+        self._thread = threading.Thread(target=self._run, name=f"bunq-worker-{self.queue}",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+        return self
+
+    def run(self) -> None:
+        """Run in this thread until close() or SIGTERM/SIGINT (graceful)."""
+        restore: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                restore[sig] = signal.signal(sig, self._on_signal)
+        try:
+            self._run()
+        finally:
+            for sig, old in restore.items():
+                signal.signal(sig, old)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        log.info("signal %s: finishing in-flight jobs", signum)
+        self._stop.set()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop leasing, finish in-flight jobs (up to ``timeout`` s), release the rest."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._owned:
+            self.backend.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- the loop ----------------------------------------------------------------------
+    def _run(self) -> None:
+        beat = threading.Thread(target=self._heartbeat, name="bunq-heartbeat", daemon=True)
+        beat.start()
+        if self._async:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="bunq-loop", daemon=True).start()
+        elif self.concurrency > 1:
+            self._pool = cf.ThreadPoolExecutor(self.concurrency, thread_name_prefix="bunq-job")
+        try:
+            if self._loop is None and self._pool is None:
+                self._loop_inline()
+            else:
+                self._loop_concurrent()
+        finally:
+            self._done.set()
+            beat.join(2)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def _lease(self, n: int) -> list[Lease]:
+        self._maybe_sweep()
+        try:
+            leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
+        except BackendError as exc:
+            log.warning("lease failed (%s); retrying", exc)
+            self._stop.wait(0.5)
+            return []
+        with self._held.lock:
+            for lease in leases:
+                self._held.leases[lease.id] = lease
+        return leases
+
+    def _idle(self) -> None:
+        try:
+            self.backend.wait(self.queue, min(self.idle_wait_ms, 250))
+        except BackendError:
+            self._stop.wait(0.5)
+
+    def _loop_inline(self) -> None:
+        while not self._stop.is_set():
+            leases = self._lease(self.batch)
+            if not leases:
+                self._idle()
+                continue
+            done: list[tuple[Lease, Outcome]] = []
+            for i, lease in enumerate(leases):
+                if self._stop.is_set():
+                    self._give_back(leases[i:])
+                    break
+                self._mark_started(lease)
+                done.append((lease, run_sync(self.handler, lease.job)))
+            self._settle(done)
+
+    def _loop_concurrent(self) -> None:
+        inflight: dict[cf.Future[Outcome], Lease] = {}
+        while not (self._stop.is_set() and not inflight):
+            free = self.concurrency - len(inflight)
+            leases = self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
+            for lease in leases:
+                self._mark_started(lease)
+                inflight[self._submit(lease)] = lease
+            if not inflight:
+                self._idle()
+                continue
+            timeout = None if free <= len(leases) or not leases else 0.0
+            ready, _ = cf.wait(list(inflight), timeout=timeout if leases else 0.05,
+                               return_when=cf.FIRST_COMPLETED)  # fmt: skip
+            self._settle([(inflight.pop(f), f.result()) for f in ready])
+
+    def _submit(self, lease: Lease) -> cf.Future[Outcome]:
+        if self._loop is not None:
+            return asyncio.run_coroutine_threadsafe(run_async(self.handler, lease.job), self._loop)
+        assert self._pool is not None
+        return self._pool.submit(run_sync, self.handler, lease.job)
+
+    def _mark_started(self, lease: Lease) -> None:
+        with self._held.lock:
+            self._held.started[lease.id] = time.monotonic()
+
+    def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
+        with self._held.lock:
+            done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
+        try:
+            for (lease, _), s in zip(done, settle_many(self.backend, done)):
+                if s.failed:
+                    self.failed += 1
+                else:
+                    self.processed += 1
+                if s.answer.value == "stale":
+                    log.warning("job %s: lease lost before settle (stale)", lease.id)
+        except BackendError as exc:
+            # The outcome could not be recorded: the lease expires and the job runs again.
+            log.error("settle failed (%s); %d jobs will be re-leased", exc, len(done))
+        finally:
+            with self._held.lock:
+                for lease, _ in done:
+                    self._forget(lease.id)
+
+    def _forget(self, job_id: str) -> None:
+        self._held.leases.pop(job_id, None)
+        self._held.started.pop(job_id, None)
+        self._held.timed_out.discard(job_id)
+
+    def _give_back(self, leases: list[Lease]) -> None:
+        """Return leased-but-unstarted jobs at once, without spending their attempt."""
+        now = self.backend.clock()
+        for lease in leases:
+            try:
+                self.backend.fail(lease, None, FailDecision("delay", now, FailureReason.UNKNOWN))
+            except BackendError:
+                pass
+            with self._held.lock:
+                self._forget(lease.id)
+
+    # -- background duties -------------------------------------------------------------
+    def _maybe_sweep(self) -> None:
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.sweep_interval_ms / 1000 * (0.75 + random.random() / 2)
+        try:
+            self.backend.sweep()
+        except BackendError as exc:
+            log.warning("sweep failed: %s", exc)
+
+    def _heartbeat(self) -> None:
+        period = self.lease_ms / 3000
+        last = time.monotonic()
+        while not self._done.wait(min(period, 0.05)):
+            self._enforce_timeouts()
+            if time.monotonic() - last >= period:
+                last = time.monotonic()
+                self._extend_all()
+
+    def _extend_all(self) -> None:
+        with self._held.lock:
+            leases = [v for k, v in self._held.leases.items() if k not in self._held.timed_out]
+        for lease in leases:
+            try:
+                self.backend.extend(lease, self.lease_ms)
+            except BackendError as exc:
+                log.warning("heartbeat for %s failed: %s", lease.id, exc)
+
+    def _enforce_timeouts(self) -> None:
+        now = time.monotonic()
+        expired: list[Lease] = []
+        with self._held.lock:
+            for jid, started in self._held.started.items():
+                lease = self._held.leases.get(jid)
+                timeout = lease.job.opts.timeout if lease else None
+                if timeout is not None and jid not in self._held.timed_out \
+                        and (now - started) * 1000 > timeout:  # fmt: skip
+                    self._held.timed_out.add(jid)
+                    expired.append(lease)  # type: ignore[arg-type]
+        for lease in expired:
+            outcome = Outcome(False, error=TimeoutError(f"timed out after {lease.job.opts.timeout} ms"),
+                              duration_ms=lease.job.opts.timeout or 0, timed_out=True)  # fmt: skip
+            try:
+                settle(self.backend, lease, outcome)
+                self.failed += 1
+            except BackendError as exc:
+                log.warning("could not record timeout of %s: %s", lease.id, exc)
+
+
+def run_worker(queue: str, handler: Callable[..., Any], backend: str | None = None,
+               concurrency: int = 1) -> None:  # fmt: skip
+    """Run a worker in the foreground until SIGTERM (used by ``bunq worker``)."""
+    Worker(queue, handler, backend, concurrency=concurrency).run()
