@@ -13,8 +13,10 @@ cdef class SlidingWindow:
     cdef Py_ssize_t _limit
     cdef double _window
     cdef double* _ring            # admitted timestamps, oldest at _head
+    cdef Py_ssize_t _cap          # ring slots allocated, grows up to _limit
     cdef Py_ssize_t _head
     cdef Py_ssize_t _count        # timestamps stored, <= _limit
     cdef double _last             # latest `now` seen
 
     cdef double _advance(self, double now) noexcept
+    cdef int _reserve(self, Py_ssize_t k) except -1

@@ -10,7 +10,9 @@
 # at most `limit` admission timestamps (one per admitted unit), oldest at
 # _head. A timestamp t is inside the window at `now` iff now - window < t;
 # timestamps are non-decreasing (time is clamped like the bucket's), so
-# expiry only ever pops from the oldest end. Memory is `limit` doubles.
+# expiry only ever pops from the oldest end. The ring starts small and
+# doubles as needed, so memory is at most `limit` doubles (never more than
+# the units currently inside the window, rounded up to a power of two).
 #
 # Both classes do their arithmetic in C doubles in the same order as the
 # pure twin, so results are bit-identical on platforms where the compiler
@@ -18,11 +20,9 @@
 """Token bucket and exact sliding-window rate limiters; time is passed in."""
 
 cimport cython
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.number cimport PyNumber_Index
 from libc.math cimport INFINITY, isfinite
-
-import sys
 
 
 cdef inline int _check_time(double now) except -1:
@@ -93,6 +93,16 @@ cdef class TokenBucket:
         self._refill(now)
         return self._tokens
 
+    def _check(self):
+        """Verify every invariant; raise ``AssertionError`` on a violation.
+
+        Complexity: O(1).
+        """
+        if not 0.0 <= self._tokens <= self._capacity:
+            raise AssertionError(f"tokens {self._tokens} outside [0, {self._capacity}]")
+        if not isfinite(self._last):
+            raise AssertionError("last time is not finite")
+
     def time_until(self, double now, double n=1):
         """Return seconds from ``now`` until ``n`` tokens are available.
 
@@ -137,19 +147,40 @@ cdef class SlidingWindow:
             raise ValueError(f"limit must be >= 1, got {lim!r}")
         if not (isfinite(window) and window > 0.0):
             raise ValueError(f"window must be finite and > 0, got {window!r}")
-        ring = <double*>PyMem_Malloc(min(lim, sys.maxsize // 8) * sizeof(double))
-        if ring == NULL:
-            raise MemoryError()
-        PyMem_Free(self._ring)
-        self._ring = ring
         self._limit = lim
         self._window = window
+        PyMem_Free(self._ring)
+        self._ring = NULL
+        self._cap = 0
         self._head = 0
         self._count = 0
         self._last = -INFINITY
 
     def __dealloc__(self):
         PyMem_Free(self._ring)
+
+    cdef int _reserve(self, Py_ssize_t k) except -1:
+        # Make room for k more timestamps (count + k <= limit), unwrapping
+        # the ring into a larger block when it has to grow.
+        cdef Py_ssize_t cap, i
+        cdef double* ring
+        if self._count + k <= self._cap:
+            return 0
+        cap = self._cap * 2 if self._cap else 8
+        if cap < self._count + k:
+            cap = self._count + k
+        if cap > self._limit:
+            cap = self._limit
+        ring = <double*>PyMem_Malloc(cap * sizeof(double))
+        if ring == NULL:
+            raise MemoryError()
+        for i in range(self._count):
+            ring[i] = self._ring[(self._head + i) % self._cap]
+        PyMem_Free(self._ring)
+        self._ring = ring
+        self._cap = cap
+        self._head = 0
+        return 0
 
     cdef double _advance(self, double now) noexcept:
         # Clamp now to the latest seen, expire old timestamps, return it.
@@ -158,7 +189,7 @@ cdef class SlidingWindow:
         self._last = now
         while self._count and self._ring[self._head] <= now - self._window:
             self._head += 1
-            if self._head == self._limit:
+            if self._head == self._cap:
                 self._head = 0
             self._count -= 1
         return now
@@ -179,9 +210,10 @@ cdef class SlidingWindow:
         if n > self._limit - self._count:
             return False
         k = n
+        self._reserve(k)
         tail = self._head + self._count
         for j in range(k):
-            self._ring[(tail + j) % self._limit] = now
+            self._ring[(tail + j) % self._cap] = now
         self._count += k
         return True
 
@@ -213,4 +245,19 @@ cdef class SlidingWindow:
         if n <= self._limit - self._count:
             return 0.0
         need = self._count + <Py_ssize_t>n - self._limit   # units that must expire
-        return self._ring[(self._head + need - 1) % self._limit] + self._window - now
+        return self._ring[(self._head + need - 1) % self._cap] + self._window - now
+
+    def _check(self):
+        """Verify every invariant; raise ``AssertionError`` on a violation.
+
+        Complexity: O(limit).
+        """
+        cdef Py_ssize_t i
+        cdef double t, prev = -INFINITY
+        if not 0 <= self._count <= self._cap <= self._limit:
+            raise AssertionError(f"count {self._count}, cap {self._cap}, limit {self._limit}")
+        for i in range(self._count):
+            t = self._ring[(self._head + i) % self._cap]
+            if t < prev or t > self._last or t <= self._last - self._window:
+                raise AssertionError(f"timestamp {t} out of order or outside the window")
+            prev = t

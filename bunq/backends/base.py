@@ -207,6 +207,23 @@ class Backend(Protocol):
     def dlq_remove(self, queue: str, job_id: JobId) -> bool: ...
     def dlq_config(self, queue: str, config: DlqConfig | None = None) -> DlqConfig: ...
 
+    # -- small shared records (cron schedules live here) ---------------------------------
+    def kv_get(self, ns: str, key: str) -> bytes | None:
+        """Return the value stored under (ns, key), or None."""
+        ...
+
+    def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
+               create: bool = False) -> bool:  # fmt: skip
+        """Compare-and-set: write ``value`` if the current value equals ``expected``.
+
+        With ``create=True`` write only if the key is absent. Return whether
+        it was written. Two racing writers with the same ``expected`` cannot both win.
+        """
+        ...
+
+    def kv_delete(self, ns: str, key: str) -> bool: ...
+    def kv_list(self, ns: str) -> dict[str, bytes]: ...
+
     def close(self) -> None: ...
 
 

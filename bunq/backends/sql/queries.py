@@ -83,6 +83,8 @@ DDL = (
     """CREATE TABLE IF NOT EXISTS {queues} (
         name TEXT PRIMARY KEY, paused INTEGER NOT NULL DEFAULT 0, limits {blob}, dlq {blob},
         rate_tokens DOUBLE PRECISION, rate_at BIGINT)""",
+    """CREATE TABLE IF NOT EXISTS {kv} (
+        ns TEXT NOT NULL, key TEXT NOT NULL, value {blob} NOT NULL, PRIMARY KEY (ns, key))""",
 )
 
 Q = {
@@ -246,6 +248,22 @@ Q = {
     "log_add": "INSERT INTO {logs} (job_id, n, line) VALUES (:id, :n, :line)",
     "log_trim": "DELETE FROM {logs} WHERE job_id = :id AND n <= :n",
     "logs": "SELECT line FROM {logs} WHERE job_id = :id ORDER BY n",
+    # ---- small records
+    "kv_get": "SELECT value FROM {kv} WHERE ns = :ns AND key = :key",
+    "kv_create": (
+        "INSERT INTO {kv} (ns, key, value) VALUES (:ns, :key, :value)"
+        " ON CONFLICT (ns, key) DO NOTHING RETURNING key"
+    ),
+    "kv_cas": (
+        "UPDATE {kv} SET value = :value WHERE ns = :ns AND key = :key AND value = :expected"
+        " RETURNING key"
+    ),
+    "kv_set": (
+        "INSERT INTO {kv} (ns, key, value) VALUES (:ns, :key, :value)"
+        " ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value RETURNING key"
+    ),
+    "kv_delete": "DELETE FROM {kv} WHERE ns = :ns AND key = :key RETURNING key",
+    "kv_list": "SELECT key, value FROM {kv} WHERE ns = :ns ORDER BY key",
     # ---- dead-letter queue
     "dlq_list": (
         "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'failed'"
@@ -325,7 +343,7 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
     tables = {
-        t: f"{qual}{prefix}{t}" for t in ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta")
+        t: f"{qual}{prefix}{t}" for t in ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta", "kv")
     }
     tables["p"] = prefix
     rendered = {k: dialect.render(v, tables) for k, v in Q.items()}

@@ -532,6 +532,29 @@ class SqlBackend:
             return DlqConfig()
         return DlqConfig(**unpack(rows[0][2]))
 
+    # -- small shared records ----------------------------------------------------------
+    def kv_get(self, ns: str, key: str) -> bytes | None:
+        with self._read() as tx:
+            rows = tx.q("kv_get", ns=ns, key=key)
+        return bytes(rows[0][0]) if rows else None
+
+    def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
+               create: bool = False) -> bool:  # fmt: skip
+        with self._begin() as tx:
+            if create:
+                return bool(tx.q("kv_create", ns=ns, key=key, value=value))
+            if expected is None:
+                return bool(tx.q("kv_set", ns=ns, key=key, value=value))
+            return bool(tx.q("kv_cas", ns=ns, key=key, value=value, expected=expected))
+
+    def kv_delete(self, ns: str, key: str) -> bool:
+        with self._begin() as tx:
+            return bool(tx.q("kv_delete", ns=ns, key=key))
+
+    def kv_list(self, ns: str) -> dict[str, bytes]:
+        with self._read() as tx:
+            return {k: bytes(v) for k, v in tx.q("kv_list", ns=ns)}
+
 
 def _fields(job: Job) -> dict[str, Any]:
     return {name: getattr(job, name) for name in job.__dataclass_fields__}
