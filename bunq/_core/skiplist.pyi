@@ -1,0 +1,28 @@
+"""Skip list of unique keys ordered by (score, insertion) with O(log n) rank (compiled)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar, final
+
+_K = TypeVar("_K", bound=Hashable)
+
+@final
+class SkipList(Generic[_K]):
+    # ValueError unless 1 <= max_level <= 32 and 1 <= seed < 2**32.
+    def __init__(self, max_level: int = 16, seed: int = 0x2545F491) -> None: ...
+    def insert(self, key: _K, score: float) -> None: ...  # ValueError if present or NaN
+    def remove(self, key: _K) -> bool: ...  # False if absent
+    def score_of(self, key: _K) -> float: ...  # KeyError if absent
+    def rank(self, key: _K) -> int: ...  # KeyError if absent
+    # ValueError if a bound is NaN or limit < 0.
+    def range_by_score(
+        self, lo: float, hi: float, limit: int | None = None
+    ) -> list[tuple[_K, float]]: ...
+    def pop_min(self) -> tuple[_K, float]: ...  # IndexError if empty
+    def peek_min(self) -> tuple[_K, float]: ...  # IndexError if empty
+    def clear(self) -> None: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, key: object) -> bool: ...
+    def __iter__(self) -> Iterator[_K]: ...  # snapshot, ascending
+    def _check(self) -> None: ...  # AssertionError on a broken invariant

@@ -1,0 +1,111 @@
+"""Shared fixtures: a fake clock and backend factories for every real backend.
+
+Backends that need a service (PostgreSQL, moto's SQS) skip with a reason when
+the service is missing, unless ``BUNQ_REQUIRE_BACKENDS`` names them (CI sets
+it), in which case a missing service fails the test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from bunq.job import now_ms
+
+REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b.strip()}
+PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://127.0.0.1:5432/test")
+
+
+class FakeClock:
+    """A settable epoch-ms clock: tests advance time instead of sleeping."""
+
+    def __init__(self, start: int | None = None) -> None:
+        self.now = start if start is not None else now_ms()
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def missing(name: str, why: str) -> None:
+    """Skip (or fail, when the backend is required) for a missing service."""
+    if name in REQUIRED:
+        pytest.fail(f"backend {name} is required (BUNQ_REQUIRE_BACKENDS) but {why}")
+    pytest.skip(f"{name}: {why}")
+
+
+def _sqlite(tmp_path: Any, **kw: Any) -> Any:
+    from bunq.backends.sql.sqlite import SQLiteBackend
+
+    return SQLiteBackend(str(tmp_path / f"bunq-{uuid.uuid4().hex[:8]}.db"), **kw)
+
+
+def _memory(tmp_path: Any, **kw: Any) -> Any:
+    if importlib.util.find_spec("bunq.backends.embedded") is None:
+        missing("memory", "bunq.backends.embedded is not built yet")
+    from bunq.backends import connect
+
+    return connect("memory://", **kw)
+
+
+def _postgres(tmp_path: Any, **kw: Any) -> Any:
+    if importlib.util.find_spec("bunq.backends.sql.postgres") is None:
+        missing("postgres", "bunq.backends.sql.postgres is not built yet")
+    try:
+        import psycopg
+
+        psycopg.connect(PG_DSN, connect_timeout=3).close()
+    except Exception as exc:  # noqa: BLE001 - any failure means no server
+        missing("postgres", f"cannot reach {PG_DSN}: {exc}")
+    from bunq.backends import connect
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in PG_DSN else "?"
+    backend = connect(f"{PG_DSN}{sep}schema={schema}", **kw)
+    backend._test_schema = schema  # type: ignore[attr-defined]
+    return backend
+
+
+def _drop_pg_schema(backend: Any) -> None:
+    schema = getattr(backend, "_test_schema", None)
+    if schema:
+        import psycopg
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+FACTORIES: dict[str, Callable[..., Any]] = {
+    "sqlite": _sqlite,
+    "memory": _memory,
+    "postgres": _postgres,
+}
+
+
+@pytest.fixture
+def make_backend(tmp_path: Any) -> Iterator[Callable[..., Any]]:
+    """Return ``make(kind, **kw)``; every backend made is closed afterwards."""
+    made: list[Any] = []
+
+    def make(kind: str, **kw: Any) -> Any:
+        backend = FACTORIES[kind](tmp_path, **kw)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+        _drop_pg_schema(backend)

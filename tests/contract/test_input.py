@@ -1,0 +1,57 @@
+"""Bad input gets a typed error with a stable code; nothing is admitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bunq import ConfigError, PayloadTooLarge, Queue, ValidationError
+
+
+@pytest.mark.parametrize("opts", [
+    {"bogus": 1}, {"priority": "high"}, {"priority": 1.5}, {"delay": -1}, {"attempts": 0},
+    {"attempts": True}, {"backoff": "fast"}, {"backoff": {"type": "linear"}},
+    {"depends_on": "abc"}, {"lifo": "yes"}, {"unique_strategy": "maybe"}, {"job_id": ""},
+    {"ttl": -5}, {"timeout": "1s"},
+])  # fmt: skip
+def test_bad_options_raise_validation_error(backend: Any, opts: dict[str, Any]) -> None:
+    q = Queue("q", backend)
+    with pytest.raises(ValidationError) as err:
+        q.add("j", 1, **opts)
+    assert err.value.code in {"validation"}
+    assert sum(q.counts().values()) == 0
+
+
+def test_unserialisable_data_is_refused(backend: Any) -> None:
+    q = Queue("q", backend)
+    with pytest.raises(ValidationError):
+        q.add("j", {"f": object()})
+    assert sum(q.counts().values()) == 0
+
+
+def test_oversized_payload_is_refused(backend: Any) -> None:
+    q = Queue("q", backend)
+    with pytest.raises(PayloadTooLarge) as err:
+        q.add("j", "x" * (2 << 20))
+    assert err.value.code == "payload_too_large" and err.value.data["limit"] > 0
+
+
+@pytest.mark.parametrize("name", ["", " ", "a" * 200, "bad/name", None, 5])
+def test_bad_queue_names_raise_config_error(backend: Any, name: Any) -> None:
+    with pytest.raises(ConfigError):
+        Queue(name, backend)
+
+
+def test_bad_job_name_is_refused(backend: Any) -> None:
+    with pytest.raises(ValidationError):
+        Queue("q", backend).add("", 1)
+
+
+def test_bulk_is_atomic_on_bad_item(backend: Any) -> None:
+    q = Queue("q", backend)
+    with pytest.raises(ValidationError):
+        q.add_bulk([{"name": "a", "data": 1}, {"name": "b", "data": 2, "opts": {"nope": 1}}])
+    assert sum(q.counts().values()) == 0
+    jobs = q.add_bulk([{"name": "a", "data": 1}, ("b", 2), ("c", 3, {"priority": 2})])
+    assert [j.name for j in jobs] == ["a", "b", "c"]
