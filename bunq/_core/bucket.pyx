@@ -1,3 +1,4 @@
+# cython: auto_pickle=False, autotestdict=False
 # Representation
 # --------------
 # TokenBucket keeps four doubles: capacity, refill rate, the token level and

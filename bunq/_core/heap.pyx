@@ -1,3 +1,4 @@
+# cython: auto_pickle=False, autotestdict=False
 # Representation
 # --------------
 # A 4-ary heap of C structs (`HeapSlot`, see heap.pxd) in one PyMem block,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Generic, TypeVar, final
+from types import GenericAlias
+from typing import Any, Generic, TypeVar, final
 
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 
 @final
 class LRUCache(Generic[_K, _V]):
+    @classmethod
+    def __class_getitem__(cls, item: Any, /) -> GenericAlias: ...
     def __init__(self, maxsize: int) -> None: ...  # ValueError if maxsize < 1
     def get(self, key: _K, default: _V | None = None) -> _V | None: ...  # marks used
     def put(self, key: _K, value: _V) -> None: ...  # may evict the oldest
@@ -20,11 +23,13 @@ class LRUCache(Generic[_K, _V]):
     @property
     def evictions(self) -> int: ...
     def __len__(self) -> int: ...
-    def __contains__(self, key: object) -> bool: ...
+    def __contains__(self, key: object, /) -> bool: ...
     def _check(self) -> None: ...  # AssertionError on a broken invariant
 
 @final
 class BoundedSet(Generic[_K]):
+    @classmethod
+    def __class_getitem__(cls, item: Any, /) -> GenericAlias: ...
     # ValueError if maxsize < 1 or evict_fraction outside [0, 1].
     def __init__(self, maxsize: int, evict_fraction: float = 0.1) -> None: ...
     def add(self, key: _K) -> None: ...  # may evict a batch of the oldest
@@ -33,5 +38,5 @@ class BoundedSet(Generic[_K]):
     @property
     def evictions(self) -> int: ...
     def __len__(self) -> int: ...
-    def __contains__(self, key: object) -> bool: ...
+    def __contains__(self, key: object, /) -> bool: ...
     def _check(self) -> None: ...  # AssertionError on a broken invariant

@@ -1,3 +1,4 @@
+# cython: auto_pickle=False, autotestdict=False
 # Representation
 # --------------
 # uvloop's lru.pyx wraps an OrderedDict; that costs a Python method call

@@ -1,3 +1,4 @@
+# cython: auto_pickle=False, autotestdict=False
 # Representation
 # --------------
 # The same layout as heap.pyx (read its block first): a 4-ary heap of C

@@ -1,3 +1,4 @@
+# cython: auto_pickle=False, autotestdict=False
 # Representation
 # --------------
 # No state: routing is a pure function of the queue name. FNV-1a 32 is used

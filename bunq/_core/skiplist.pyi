@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
-from typing import Generic, TypeVar, final
+from types import GenericAlias
+from typing import Any, Generic, TypeVar, final
 
 _K = TypeVar("_K", bound=Hashable)
 
 @final
 class SkipList(Generic[_K]):
+    @classmethod
+    def __class_getitem__(cls, item: Any, /) -> GenericAlias: ...
     # ValueError unless 1 <= max_level <= 32 and 1 <= seed < 2**32.
     def __init__(self, max_level: int = 16, seed: int = 0x2545F491) -> None: ...
     def insert(self, key: _K, score: float) -> None: ...  # ValueError if present or NaN
@@ -23,6 +26,6 @@ class SkipList(Generic[_K]):
     def peek_min(self) -> tuple[_K, float]: ...  # IndexError if empty
     def clear(self) -> None: ...
     def __len__(self) -> int: ...
-    def __contains__(self, key: object) -> bool: ...
+    def __contains__(self, key: object, /) -> bool: ...
     def __iter__(self) -> Iterator[_K]: ...  # snapshot, ascending
     def _check(self) -> None: ...  # AssertionError on a broken invariant

@@ -1,3 +1,4 @@
+# cython: auto_pickle=False, autotestdict=False
 # Representation
 # --------------
 # A Pugh skip list of malloc'd C nodes, Redis-style (zskiplist): each node has

@@ -51,7 +51,7 @@ class TokenBucket:
             self._last = t
         return need
 
-    def try_acquire(self, now: float, n: float = 1) -> bool:
+    def try_acquire(self, now: float, n: float = 1.0) -> bool:
         """Take ``n`` tokens if available; return whether it did."""
         need = self._refill(now, n)
         if self._tokens >= need:
@@ -64,7 +64,7 @@ class TokenBucket:
         self._refill(now, 0.0)
         return self._tokens
 
-    def time_until(self, now: float, n: float = 1) -> float:
+    def time_until(self, now: float, n: float = 1.0) -> float:
         """Return seconds until ``n`` tokens are available (0.0 now, inf never)."""
         need = self._refill(now, n)
         if self._tokens >= need:

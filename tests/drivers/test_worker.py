@@ -1,0 +1,190 @@
+"""The Worker driver end to end over a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bunq import (
+    DelayedError, FailureReason, JobState, Queue, Retry, UnrecoverableError, Worker,
+)  # fmt: skip
+
+
+@pytest.fixture
+def queue(make_backend: Callable[..., Any]) -> Queue:
+    return Queue("w", make_backend("sqlite"))
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def test_worker_processes_every_job_once(queue: Queue) -> None:
+    seen: list[int] = []
+    queue.add_bulk([("n", i) for i in range(200)])
+    w = Worker("w", lambda job: seen.append(job.data) or job.data * 2, queue.backend).start()
+    wait_for(lambda: queue.counts()["completed"] == 200)
+    w.close()
+    assert sorted(seen) == list(range(200))
+    assert w.processed == 200
+    done = queue.get_jobs("completed", limit=1)[0]
+    assert done.result == done.data * 2
+
+
+def test_worker_retries_then_dead_letters(queue: Queue) -> None:
+    calls: list[int] = []
+
+    def handler(job: Any) -> None:
+        calls.append(job.attempts)
+        raise ValueError("nope")
+
+    job = queue.add("x", attempts=3, backoff=0)
+    w = Worker("w", handler, queue.backend).start()
+    wait_for(lambda: queue.dlq.size() == 1)
+    w.close()
+    assert calls == [1, 2, 3]
+    [entry] = queue.dlq.list()
+    assert entry.job.id == job.id and entry.reason is FailureReason.MAX_ATTEMPTS_EXCEEDED
+    assert entry.error == "ValueError: nope" and len(entry.history) == 3
+
+
+def test_unrecoverable_delayed_and_retry_signals(queue: Queue) -> None:
+    seen: dict[str, list[int]] = {"u": [], "d": [], "r": []}
+
+    def handler(job: Any) -> str:
+        seen[job.name].append(job.attempts)
+        if job.name == "u":
+            raise UnrecoverableError("bad input")
+        if job.name == "d" and len(seen["d"]) == 1:
+            raise DelayedError(10)
+        if job.name == "r" and len(seen["r"]) == 1:
+            raise Retry(delay_ms=10)
+        return "ok"
+
+    u, d, r = queue.add("u", attempts=5), queue.add("d", attempts=1), queue.add("r", attempts=2)
+    w = Worker("w", handler, queue.backend).start()
+    wait_for(lambda: queue.counts()["completed"] == 2 and queue.dlq.size() == 1)
+    w.close()
+    assert queue.get_job(u.id).reason is FailureReason.EXPLICIT_FAIL and seen["u"] == [1]
+    assert seen["d"] == [1, 1]  # the delayed attempt was given back
+    assert seen["r"] == [1, 2]
+    assert queue.get_state(d.id) is JobState.COMPLETED and queue.get_state(r.id) is JobState.COMPLETED
+
+
+def test_async_handler_with_concurrency(queue: Queue) -> None:
+    running = 0
+    peak = 0
+
+    async def handler(job: Any) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.05)
+        running -= 1
+        return int(job.data)
+
+    queue.add_bulk([("n", i) for i in range(20)])
+    w = Worker("w", handler, queue.backend, concurrency=5).start()
+    wait_for(lambda: queue.counts()["completed"] == 20)
+    w.close()
+    assert 2 <= peak <= 5
+
+
+def test_thread_concurrency(queue: Queue) -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def handler(job: Any) -> None:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.03)
+        with lock:
+            active -= 1
+
+    queue.add_bulk([("n", i) for i in range(24)])
+    w = Worker("w", handler, queue.backend, concurrency=4).start()
+    wait_for(lambda: queue.counts()["completed"] == 24)
+    w.close()
+    assert 2 <= peak <= 4
+
+
+def test_timeout_fails_the_attempt(queue: Queue) -> None:
+    def handler(job: Any) -> None:
+        time.sleep(0.4)
+
+    job = queue.add("slow", timeout=100, attempts=1)
+    w = Worker("w", handler, queue.backend).start()
+    wait_for(lambda: queue.dlq.size() == 1)
+    w.close()
+    got = queue.get_job(job.id)
+    assert got.reason is FailureReason.TIMEOUT and got.state is JobState.FAILED
+
+
+def test_async_timeout_cancels(queue: Queue) -> None:
+    async def handler(job: Any) -> None:
+        await asyncio.sleep(5)
+
+    job = queue.add("slow", timeout=50, attempts=1)
+    w = Worker("w", handler, queue.backend).start()
+    wait_for(lambda: queue.dlq.size() == 1)
+    w.close()
+    assert queue.get_job(job.id).reason is FailureReason.TIMEOUT
+
+
+def test_heartbeat_keeps_a_long_job_leased(queue: Queue) -> None:
+    def handler(job: Any) -> str:
+        time.sleep(0.8)
+        return "done"
+
+    job = queue.add("long")
+    w = Worker("w", handler, queue.backend, lease_ms=300, sweep_interval_ms=50).start()
+    wait_for(lambda: queue.counts()["active"] == 1)
+    # a second worker sweeps aggressively; the heartbeat must keep the lease alive
+    other = Worker("w", lambda j: "stolen", queue.backend, lease_ms=300,
+                   sweep_interval_ms=20).start()  # fmt: skip
+    wait_for(lambda: queue.counts()["completed"] == 1)
+    w.close()
+    other.close()
+    got = queue.get_job(job.id)
+    assert got.result == "done" and got.attempts == 1 and got.stalls == 0
+
+
+def test_close_gives_back_unstarted_jobs(queue: Queue) -> None:
+    started = threading.Event()
+
+    def handler(job: Any) -> None:
+        started.set()
+        time.sleep(0.2)
+
+    queue.add_bulk([("n", i) for i in range(10)])
+    w = Worker("w", handler, queue.backend, batch=10).start()
+    started.wait(5)
+    w.close()
+    counts = queue.counts()
+    assert counts["active"] == 0
+    assert counts["completed"] >= 1 and counts["completed"] + counts["waiting"] == 10
+    for job in queue.get_jobs("waiting"):
+        assert job.attempts == 0  # given back without spending an attempt
+
+
+def test_idle_worker_wakes_fast_on_add(queue: Queue) -> None:
+    done = threading.Event()
+    w = Worker("w", lambda job: done.set(), queue.backend, idle_wait_ms=5_000).start()
+    time.sleep(0.3)  # let it go idle
+    t0 = time.monotonic()
+    queue.add("ping")
+    assert done.wait(2)
+    w.close()
+    assert time.monotonic() - t0 < 0.3

@@ -1,0 +1,102 @@
+"""Several processes on one SQLite file, and processes killed with SIGKILL."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bunq import JobState, Queue, Worker
+from bunq.backends.sql.sqlite import SQLiteBackend
+
+HERE = Path(__file__).parent
+ROOT = str(HERE.parent.parent)
+pytestmark = pytest.mark.slow
+
+
+def spawn(*args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(HERE / "procs.py"), *args], text=True,
+                            env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, **kw)  # type: ignore[call-overload]
+
+
+def records(paths: list[Path]) -> list[tuple[str, str, int]]:
+    out = []
+    for p in paths:
+        for line in p.read_text().splitlines():
+            kind, jid, attempt = line.split()
+            out.append((kind, jid, int(attempt)))
+    return out
+
+
+def test_four_workers_and_a_producer_complete_every_job_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "mp.db")
+    SQLiteBackend(db).close()  # create the schema once
+    total = 20_000
+    outs = [tmp_path / f"w{i}.log" for i in range(4)]
+    env = {"EXPECT": str(total)}
+    workers = [spawn("worker", db, str(o), env=env) for o in outs]
+    producer = spawn("producer", db, str(total), "50")
+    assert producer.wait(120) == 0
+    for w in workers:
+        assert w.wait(120) == 0
+    backend = SQLiteBackend(db)
+    counts = backend.counts("mp")
+    assert counts[JobState.COMPLETED] == total
+    assert sum(counts.values()) == total
+    done = [jid for kind, jid, _ in records(outs) if kind == "done"]
+    dupes = [jid for jid, n in collections.Counter(done).items() if n > 1]
+    assert dupes == [] and len(done) == total
+    assert sum(1 for o in outs if o.read_text()) >= 2  # the work was really shared
+    backend.close()
+
+
+def test_killed_worker_jobs_are_released_after_the_lease(tmp_path: Path) -> None:
+    db = str(tmp_path / "kill.db")
+    q = Queue("mp", SQLiteBackend(db))
+    q.add_bulk([("job", i) for i in range(30)])
+    out = tmp_path / "victim.log"
+    victim = spawn("worker", db, str(out), "1000", "0.05")
+    deadline = time.monotonic() + 30
+    while out.read_text().count("start") < 5 if out.exists() else True:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert q.counts()["active"] > 0  # it died holding leases
+    started = {jid for kind, jid, _ in records([out]) if kind == "start"}
+    finished = {jid for kind, jid, _ in records([out]) if kind == "done"}
+    w = Worker("mp", lambda job: None, q.backend, sweep_interval_ms=100).start()
+    end = time.monotonic() + 30
+    while q.counts()["completed"] < 30:
+        assert time.monotonic() < end, q.counts()
+        time.sleep(0.05)
+    w.close()
+    interrupted = started - finished
+    assert interrupted, "the kill should interrupt a running job"
+    for jid in interrupted:
+        job = q.get_job(jid)
+        assert job.state is JobState.COMPLETED and job.attempts == 2 and job.stalls == 1
+
+
+def test_killed_producer_loses_no_acknowledged_add(tmp_path: Path) -> None:
+    db = str(tmp_path / "prod.db")
+    SQLiteBackend(db).close()
+    proc = spawn("add-print", db, stdout=subprocess.PIPE)
+    acked = []
+    assert proc.stdout is not None
+    while len(acked) < 2_000:
+        line = proc.stdout.readline().strip()
+        assert line, "the producer died early"
+        acked.append(line)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    backend = SQLiteBackend(db)
+    missing = [jid for jid in acked if backend.get_job(jid) is None]
+    assert missing == []
+    backend.close()
