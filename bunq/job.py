@@ -196,8 +196,9 @@ class JobOptions:
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
         """Validate keyword options; raise ValidationError naming the bad one."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(opts) - known
+        if not opts:
+            return DEFAULT_OPTIONS
+        unknown = set(opts) - _OPTION_NAMES
         if unknown:
             raise ValidationError(f"unknown job options {sorted(unknown)}", options=sorted(unknown))
         o = dict(opts)
@@ -249,6 +250,9 @@ class JobOptions:
             "group": self.group, "durable": self.durable, "parent_id": self.parent_id,
         }  # fmt: skip
 
+
+DEFAULT_OPTIONS = JobOptions()
+_OPTION_NAMES = frozenset(f.name for f in fields(JobOptions))
 
 # -------------------------------------------------------------------------- jobs
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import deque
+from typing import final
 
 from ._conv import as_float
 
@@ -16,6 +17,7 @@ def _checked_now(now: float) -> float:
     return t
 
 
+@final
 class TokenBucket:
     """Token bucket that starts full and refills continuously.
 
@@ -79,6 +81,7 @@ class TokenBucket:
             raise AssertionError("token level or clock out of range")
 
 
+@final
 class SlidingWindow:
     """Exact sliding-window limiter: at most ``limit`` units per ``window`` seconds.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, final
 
 from ._conv import MAX_SEQ, as_float, as_int64, checked_seq
 
@@ -13,6 +13,7 @@ K = TypeVar("K", bound=Hashable)
 Entry = tuple[int, int, int, K]  # (-priority, order, stamp, key); stamps are unique
 
 
+@final
 class IndexedHeap(Generic[K]):
     """Max-priority queue of unique hashable keys with O(1) discard.
 

@@ -6,7 +6,7 @@ import operator
 import sys
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, final
 
 from ._conv import as_float
 
@@ -21,6 +21,7 @@ def _checked_maxsize(maxsize: int) -> int:
     return min(m, sys.maxsize)
 
 
+@final
 class LRUCache(Generic[K, V]):
     """Mapping of at most ``maxsize`` entries that evicts the least recently used.
 
@@ -89,6 +90,7 @@ class LRUCache(Generic[K, V]):
             raise AssertionError("more entries than maxsize")
 
 
+@final
 class BoundedSet(Generic[K]):
     """Set of at most ``maxsize`` keys that forgets the oldest in batches.
 

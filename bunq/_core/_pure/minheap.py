@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, final
 
 from ._conv import MAX_SEQ, as_float, checked_limit, checked_seq
 
@@ -13,6 +13,7 @@ K = TypeVar("K", bound=Hashable)
 Entry = tuple[float, int, int, K]  # (run_at, seq, stamp, key); stamps are unique
 
 
+@final
 class MinHeap(Generic[K]):
     """Min-queue of unique hashable keys by ``(run_at, seq)``, O(1) discard.
 

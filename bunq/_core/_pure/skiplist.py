@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import operator
 from collections.abc import Hashable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, final
 
 from ._conv import as_float, checked_limit
 
@@ -20,6 +20,7 @@ def _score(item: tuple[float, int, object]) -> float:
     return item[0]
 
 
+@final
 class SkipList(Generic[K]):
     """Ordered index of unique hashable keys by ``(score, insertion order)``.
 

@@ -22,6 +22,7 @@ class Doorbell:
 
     def __init__(self, db_path: str) -> None:
         self.dir = db_path + ".bell"
+        os.makedirs(self.dir, exist_ok=True)
         self._sock: socket.socket | None = None
         self._path: str | None = None
         self._lock = threading.Lock()

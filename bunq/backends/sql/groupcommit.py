@@ -22,7 +22,7 @@ class _Slot(Generic[TxT]):
 
     def __init__(self, work: Callable[[TxT], Any]) -> None:
         self.work = work
-        self.done = threading.Event()
+        self.done: threading.Event | None = None  # only followers wait
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -45,9 +45,13 @@ class GroupCommit(Generic[TxT]):
             self._pending.append(slot)
             lead = not self._leader
             self._leader = True
+            if not lead:
+                slot.done = threading.Event()
         if lead:
             self._lead()
-        slot.done.wait()
+        else:
+            assert slot.done is not None
+            slot.done.wait()
         if slot.error is not None:
             raise slot.error
         return slot.result  # type: ignore[no-any-return]
@@ -66,7 +70,8 @@ class GroupCommit(Generic[TxT]):
                     if s.error is None:
                         s.error = exc
             for s in batch:
-                s.done.set()
+                if s.done is not None:
+                    s.done.set()
 
     def _commit(self, batch: list[_Slot[TxT]]) -> None:
         with self._begin() as tx:

@@ -27,6 +27,13 @@ JOB_COLS = (
     " reason, dlq_at, dlq_retries, ord_at"
 )
 
+# Columns of one admitted job, in the order of "insert_job" (and of the PostgreSQL COPY).
+INSERT_COLS = (
+    "id", "queue", "name", "data", "state", "priority", "seq", "ord_at", "run_at", "created_at",
+    "max_attempts", "expire_at", "grp", "parent_id", "pending_deps", "opts",
+    "remove_on_complete", "remove_on_fail",
+)  # fmt: skip
+
 DDL = (
     """CREATE TABLE IF NOT EXISTS {meta} (
         key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
@@ -61,10 +68,11 @@ DDL = (
         dlq_at BIGINT,
         dlq_retries INTEGER NOT NULL DEFAULT 0,
         remove_on_complete INTEGER NOT NULL DEFAULT 0,
-        remove_on_fail INTEGER NOT NULL DEFAULT 0)""",
-    "CREATE INDEX IF NOT EXISTS {p}jobs_ready ON {jobs} (queue, priority DESC, ord_at, seq)"
-    " WHERE state = 'waiting'",
-    "CREATE INDEX IF NOT EXISTS {p}jobs_state ON {jobs} (queue, state, finished_at)",
+        remove_on_fail INTEGER NOT NULL DEFAULT 0,
+        dependents INTEGER NOT NULL DEFAULT 0)""",
+    # One index serves the claim (queue, 'waiting', ready order), counts per state
+    # and listings: a second index on (queue, state) cost ~15 % of single-add speed.
+    "CREATE INDEX IF NOT EXISTS {p}jobs_queue ON {jobs} (queue, state, priority DESC, ord_at, seq)",
     "CREATE INDEX IF NOT EXISTS {p}jobs_lease ON {jobs} (lease_until) WHERE state = 'active'",
     "CREATE INDEX IF NOT EXISTS {p}jobs_expire ON {jobs} (expire_at)"
     " WHERE expire_at IS NOT NULL AND state = 'waiting'",
@@ -90,18 +98,18 @@ DDL = (
 Q = {
     # ---- admission
     "insert_job": (
-        "INSERT INTO {jobs} (id, queue, name, data, state, priority, seq, ord_at, run_at,"
-        " created_at, max_attempts, expire_at, grp, parent_id, pending_deps, opts,"
-        " remove_on_complete, remove_on_fail) VALUES (:id, :queue, :name, :data, :state,"
-        " :priority, :seq, :ord_at, :run_at, :created_at, :max_attempts, :expire_at, :grp,"
-        " :parent_id, :pending_deps, :opts, :remove_on_complete, :remove_on_fail)"
+        "INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES ("
+        + ", ".join(":" + c for c in INSERT_COLS) + ")"
     ),
-    "job_state": "SELECT state FROM {jobs} WHERE id = :id",
+    # {share_lock}: a dependency's row is share-locked while a dependent is admitted, so
+    # its completion (which releases dependents) waits for the admission to commit.
+    "job_state": "SELECT state FROM {jobs} WHERE id = :id {share_lock}",
     "delete_job": "DELETE FROM {jobs} WHERE id = :id",
     "delete_attempts": "DELETE FROM {attempts} WHERE job_id = :id",
     "delete_logs": "DELETE FROM {logs} WHERE job_id = :id",
     "delete_uniq": "DELETE FROM {uniq} WHERE job_id = :id",
     "insert_dep": "INSERT INTO {deps} (job_id, dep_id) VALUES (:job_id, :dep_id)",
+    "mark_dependents": "UPDATE {jobs} SET dependents = 1 WHERE id = :id",
     "uniq_get": "SELECT job_id, until FROM {uniq} WHERE queue = :queue AND key = :key",
     "uniq_put": (
         "INSERT INTO {uniq} (queue, key, job_id, until) VALUES (:queue, :key, :job_id, :until)"
@@ -118,11 +126,14 @@ Q = {
         " ORDER BY priority DESC, ord_at, seq LIMIT :n {skip_locked})"
         " RETURNING " + JOB_COLS
     ),
-    "complete": (
-        "UPDATE {jobs} SET state = 'completed', finished_at = :now, result = :result,"
+    # One statement settles a whole batch: VALUES rows are (id, token, attempt,
+    # result), named column1..column4 by both dialects; the fence is in the WHERE.
+    "complete_batch": (
+        "UPDATE {jobs} SET state = 'completed', finished_at = :now, result = v.column4,"
         " lease_token = NULL, lease_until = NULL, error = NULL"
-        " WHERE id = :id AND state = 'active' AND lease_token = :token AND attempts = :attempt"
-        " RETURNING remove_on_complete, queue"
+        " FROM (VALUES {values}) AS v WHERE {jobs}.id = v.column1 AND {jobs}.state = 'active'"
+        " AND {jobs}.lease_token = v.column2 AND {jobs}.attempts = v.column3"
+        " RETURNING {jobs}.id, {jobs}.remove_on_complete, {jobs}.dependents"
     ),
     "release_dependents": (
         "UPDATE {jobs} SET pending_deps = pending_deps - 1"
@@ -264,6 +275,11 @@ Q = {
     ),
     "kv_delete": "DELETE FROM {kv} WHERE ns = :ns AND key = :key RETURNING key",
     "kv_list": "SELECT key, value FROM {kv} WHERE ns = :ns ORDER BY key",
+    "meta_get": "SELECT value FROM {meta} WHERE key = :key",
+    "meta_put": (
+        "INSERT INTO {meta} (key, value) VALUES (:key, :value)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    ),
     # ---- dead-letter queue
     "dlq_list": (
         "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'failed'"
@@ -313,6 +329,35 @@ Q = {
     ),
 }
 
+# Statements only PostgreSQL runs: set-based forms that save a round trip per job over
+# the network (SQLite runs in-process and uses the per-row statements above), and the
+# advisory lock that orders concurrent admissions of one identity across brokers.
+PG_ONLY = {
+    "key_lock": "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
+    "copy_jobs": "COPY {jobs} (" + ", ".join(INSERT_COLS) + ") FROM STDIN",
+    # complete + release_unique + release_dependents + wake_parent for a batch, in one
+    # statement; "rel" re-reads a parent row locked by a concurrent completion (READ
+    # COMMITTED re-evaluation), so the last of two concurrent children always wakes it.
+    "complete_set": (
+        "WITH v AS (SELECT * FROM unnest(:ids::text[], :tokens::text[], :attempts::int[],"
+        " :results::bytea[]) AS v (id, token, attempt, result)),"
+        " done AS (UPDATE {jobs} j SET state = 'completed', finished_at = :now,"
+        " result = v.result, lease_token = NULL, lease_until = NULL, error = NULL FROM v"
+        " WHERE j.id = v.id AND j.state = 'active' AND j.lease_token = v.token"
+        " AND j.attempts = v.attempt RETURNING j.id, j.remove_on_complete),"
+        " un AS (DELETE FROM {uniq} WHERE job_id IN (SELECT id FROM done) AND until IS NULL),"
+        " dep AS (SELECT d.job_id, COUNT(*) AS n FROM {deps} d JOIN done ON d.dep_id = done.id"
+        " GROUP BY d.job_id),"
+        " rel AS (UPDATE {jobs} p SET pending_deps = p.pending_deps - dep.n,"
+        " state = CASE WHEN p.state = 'waiting-children' AND p.pending_deps <= dep.n"
+        " THEN 'waiting' ELSE p.state END,"
+        " run_at = CASE WHEN p.state = 'waiting-children' AND p.pending_deps <= dep.n"
+        " THEN :now ELSE p.run_at END FROM dep WHERE p.id = dep.job_id)"
+        " SELECT id, remove_on_complete FROM done"
+    ),
+    "db_clock": "SELECT extract(epoch FROM clock_timestamp()) * 1000",
+}
+
 _PARAM = re.compile(r"(?<!:):([a-z_]+)")
 
 
@@ -325,9 +370,10 @@ class Dialect:
     skip_locked: str  # row-locking suffix of the claim subquery
     pyformat: bool  # psycopg wants %(name)s, apsw takes :name
     unlimited: str = "-1"  # LIMIT value meaning "no limit" (with OFFSET)
+    share_lock: str = ""  # row share lock on a dependency read at admission
 
     def render(self, sql: str, tables: dict[str, str]) -> str:
-        out = sql.format(blob=self.blob, skip_locked=self.skip_locked, **tables)
+        out = sql.format(blob=self.blob, skip_locked=self.skip_locked, values="{values}", **tables)
         out = out.replace("LIMIT -1", f"LIMIT {self.unlimited}")
         if self.pyformat:
             out = _PARAM.sub(r"%(\1)s", out.replace("%", "%%"))
@@ -336,7 +382,13 @@ class Dialect:
 
 SQLITE = Dialect("sqlite", blob="BLOB", skip_locked="", pyformat=False)
 POSTGRES = Dialect("postgres", blob="BYTEA", skip_locked="FOR UPDATE SKIP LOCKED",
-                   pyformat=True, unlimited="ALL")  # fmt: skip
+                   pyformat=True, unlimited="ALL", share_lock="FOR SHARE")  # fmt: skip
+
+
+def values_rows(dialect: Dialect, n: int, width: int) -> str:
+    """Render ``n`` VALUES rows of ``width`` parameters named ``v<i>_<j>``."""
+    rows = ", ".join("(" + ", ".join(f":v{i}_{j}" for j in range(width)) + ")" for i in range(n))
+    return dialect.render(rows, {})
 
 
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
@@ -346,7 +398,8 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
         t: f"{qual}{prefix}{t}" for t in ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta", "kv")
     }
     tables["p"] = prefix
-    rendered = {k: dialect.render(v, tables) for k, v in Q.items()}
+    stmts = {**Q, **PG_ONLY} if dialect.name == "postgres" else Q
+    rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
     for i, ddl in enumerate(DDL):
         rendered[f"ddl{i}"] = dialect.render(ddl, tables)
     return rendered

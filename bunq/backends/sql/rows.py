@@ -43,6 +43,7 @@ def options_from_blob(blob: bytes) -> JobOptions:
     return JobOptions(**d)
 
 
+@lru_cache(maxsize=4096)
 def options_blob(opts: JobOptions) -> bytes:
     return pack(opts.to_dict(), "options")
 

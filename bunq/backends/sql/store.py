@@ -23,6 +23,7 @@ from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ..base import ALL_CAPABILITIES, Capability, Clock, DlqConfig, QueueLimits, SweepResult
 from ..base import check_queue_name as _qn
 from .groupcommit import GroupCommit
+from .queries import Dialect, values_rows
 from .rows import job_from_row, options_blob, pack, unpack
 
 LIVE_STATES = ("waiting", "active", "waiting-children")
@@ -33,6 +34,8 @@ class Tx(Protocol):
     """One open transaction: run a named statement, get all rows back."""
 
     def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]: ...
+    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None: ...
+    def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]: ...
     def raw(self, sql: str) -> None: ...
 
 
@@ -58,9 +61,13 @@ class SqlBackend:
         self.completed_max_age = completed_max_age
         self.completed_max_count = completed_max_count
         self._seq = 0
+        self._batch_cache: dict[tuple[str, int], str] = {}
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
 
     # -- provided by the dialect backends ------------------------------------------
+    dialect: Dialect
+    _sql: dict[str, str]
+
     def _begin(self) -> AbstractContextManager[Tx]:
         raise NotImplementedError
 
@@ -81,16 +88,17 @@ class SqlBackend:
         return self._seq
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
-        prepared = [self._prepare(j) for j in jobs]
-        if not prepared:
+        if not jobs:
             return []
+        for queue in {j.queue for j in jobs}:
+            _qn(queue)
+        prepared = [self._prepare(j) for j in jobs]
         out = self._writes.run(lambda tx: self._admit(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
         return out
 
     def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
-        _qn(job.queue)
         if not isinstance(job.name, str) or not job.name or len(job.name) > 256:
             raise ValidationError("job name must be a non-empty string of at most 256")
         return job, pack(job.data, "data", self.max_payload), options_blob(job.opts)
@@ -98,36 +106,53 @@ class SqlBackend:
     def _admit(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
         now = self.clock()
         out: list[Job] = []
+        plain: list[dict[str, Any]] = []  # rows with no lookups, inserted in one executemany
         for job, data, opts_blob in prepared:
             o = job.opts
-            if o.job_id is not None:
-                existing = self._live_or_forget(tx, job.id)
+            if o.job_id is not None or o.unique_key is not None or o.depends_on:
+                if plain:
+                    tx.many("insert_job", plain)
+                    plain = []
+                existing = self._lookups(tx, job, now)
                 if existing is not None:
                     out.append(existing)
                     continue
-            if o.unique_key is not None:
-                holder = self._claim_unique(tx, job, now)
-                if holder is not None:
-                    out.append(holder)
-                    continue
-            pending = self._count_pending(tx, job)
+            pending = self._count_pending(tx, job) if o.depends_on else 0
             run_at = now + o.delay
             seq = self._next_seq(now)
-            state = "waiting-children" if pending else "waiting"
-            tx.q("insert_job", id=job.id, queue=job.queue, name=job.name, data=data, state=state,
-                 priority=o.priority, seq=-seq if o.lifo else seq,
-                 ord_at=-run_at if o.lifo else run_at, run_at=run_at, created_at=now,
-                 max_attempts=o.attempts, expire_at=None if o.ttl is None else now + o.ttl,
-                 grp=o.group, parent_id=o.parent_id, pending_deps=pending, opts=opts_blob,
-                 remove_on_complete=int(o.remove_on_complete),
-                 remove_on_fail=int(o.remove_on_fail))  # fmt: skip
-            for dep in o.depends_on:
-                tx.q("insert_dep", job_id=job.id, dep_id=dep)
+            plain.append({
+                "id": job.id, "queue": job.queue, "name": job.name, "data": data,
+                "state": "waiting-children" if pending else "waiting", "priority": o.priority,
+                "seq": -seq if o.lifo else seq, "ord_at": -run_at if o.lifo else run_at,
+                "run_at": run_at, "created_at": now, "max_attempts": o.attempts,
+                "expire_at": None if o.ttl is None else now + o.ttl, "grp": o.group,
+                "parent_id": o.parent_id, "pending_deps": pending, "opts": opts_blob,
+                "remove_on_complete": int(o.remove_on_complete),
+                "remove_on_fail": int(o.remove_on_fail),
+            })  # fmt: skip
+            if o.depends_on:
+                tx.many("insert_job", plain)
+                plain = []
+                for dep in o.depends_on:
+                    tx.q("insert_dep", job_id=job.id, dep_id=dep)
+                    tx.q("mark_dependents", id=dep)
             st = JobState.WAITING_CHILDREN if pending else (
                 JobState.DELAYED if o.delay else JobState.WAITING)
             out.append(Job(id=job.id, queue=job.queue, name=job.name, data=job.data, state=st,
                            opts=o, created_at=now, run_at=run_at))  # fmt: skip
+        if plain:
+            tx.many("insert_job", plain)
         return out
+
+    def _lookups(self, tx: Tx, job: NewJob, now: int) -> Job | None:
+        """Resolve a custom id or unique key; return the job to answer instead, if any."""
+        if job.opts.job_id is not None:
+            existing = self._live_or_forget(tx, job.id)
+            if existing is not None:
+                return existing
+        if job.opts.unique_key is not None:
+            return self._claim_unique(tx, job, now)
+        return None
 
     def _live_or_forget(self, tx: Tx, job_id: JobId) -> Job | None:
         rows = tx.q("get_job", id=job_id)
@@ -239,25 +264,40 @@ class SqlBackend:
         packed = [(lease, pack(result, "result", self.max_payload)) for lease, result in items]
         if not packed:
             return []
+        done: set[str] = set()
         with self._begin() as tx:
             now = self.clock()
-            out = [self._complete_one(tx, lease, blob, now) for lease, blob in packed]
+            for chunk in iter_chunks(packed, 200):
+                done.update(self._complete_chunk(tx, chunk, now))
         for q in {lease.job.queue for lease, _ in items}:
             self._ring(q)
-        return out
+        return [Settle.OK if lease.job.id in done else Settle.STALE for lease, _ in items]
 
-    def _complete_one(self, tx: Tx, lease: Lease, blob: bytes, now: int) -> Settle:
-        rows = tx.q("complete", id=lease.job.id, token=lease.token, attempt=lease.attempt,
-                    now=now, result=blob)  # fmt: skip
-        if not rows:
-            return Settle.STALE
-        for dependent, pending, state in tx.q("release_dependents", id=lease.job.id):
-            if pending <= 0 and state == "waiting-children":
-                tx.q("wake_parent", id=dependent, now=now)
-        tx.q("release_unique", id=lease.job.id)
-        if rows[0][0]:
-            self._forget(tx, [lease.job.id])
-        return Settle.OK
+    def _complete_chunk(self, tx: Tx, chunk: Sequence[tuple[Lease, bytes]], now: int) -> list[str]:
+        params: dict[str, Any] = {"now": now}
+        for i, (lease, blob) in enumerate(chunk):
+            params.update({f"v{i}_0": lease.job.id, f"v{i}_1": lease.token,
+                           f"v{i}_2": lease.attempt, f"v{i}_3": blob})  # fmt: skip
+        rows = tx.sql(self._batch_sql("complete_batch", len(chunk), 4), params)
+        uniques = {lease.job.id for lease, _ in chunk if lease.job.opts.unique_key is not None}
+        for jid, remove, dependents in rows:
+            if dependents:
+                for dependent, pending, state in tx.q("release_dependents", id=jid):
+                    if pending <= 0 and state == "waiting-children":
+                        tx.q("wake_parent", id=dependent, now=now)
+            if jid in uniques:
+                tx.q("release_unique", id=jid)
+            if remove:
+                self._forget(tx, [jid])
+        return [r[0] for r in rows]
+
+    def _batch_sql(self, name: str, n: int, width: int) -> str:
+        key = (name, n)
+        sql = self._batch_cache.get(key)
+        if sql is None:
+            sql = self._sql[name].replace("{values}", values_rows(self.dialect, n, width))
+            self._batch_cache[key] = sql
+        return sql
 
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip

@@ -26,11 +26,10 @@ settings.register_profile(
 )
 settings.register_profile(
     "ci",
-    max_examples=150,
-    stateful_step_count=60,
+    max_examples=200,
+    stateful_step_count=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
-    derandomize=False,
 )
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
@@ -78,7 +77,13 @@ def impl(request: pytest.FixtureRequest) -> Iterator[SimpleNamespace]:
     yield COMPILED
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
+def builds() -> SimpleNamespace:
+    """Return ``compiled`` (None when not built), ``pure`` and ``missing`` (why not built)."""
+    return SimpleNamespace(compiled=COMPILED, pure=PURE, missing=COMPILED_MISSING)
+
+
+@pytest.fixture(scope="session")
 def both() -> tuple[SimpleNamespace, SimpleNamespace]:
     """Return (compiled, pure) for differential tests; skip/fail like ``impl``."""
     if COMPILED is None:

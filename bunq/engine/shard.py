@@ -1,0 +1,267 @@
+"""A shard: the queues that hash to it, and every transition of their jobs.
+
+All state of a shard is guarded by ``shard.lock``; every method here expects
+the caller to hold it. The transition methods are the only code that moves a
+record between containers, so the per-queue counters stay exact:
+
+=========  ==========================================================
+state      container
+=========  ==========================================================
+waiting    ``delayed`` heap (run_at > now), a ready lane, or ``parked``
+active     ``active`` (scanned by the stall sweep)
+completed  ``QueueState.completed`` (bounded, finish order)
+failed     ``QueueState.dlq`` (bounded by the queue's DLQ max_entries)
+children   counted only; the engine's dependency index points at it
+=========  ==========================================================
+
+When a write-behind store is attached, every changed record is noted in
+``dirty`` (id -> record, or None once removed) and written in batches.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+
+from .._core import MinHeap
+from .config import EngineConfig
+from .qstate import QueueState
+from .record import ACTIVE, CHILDREN, COMPLETED, FAILED, WAITING, Rec
+
+UniqueKey = tuple[str, str]  # (queue, key)
+
+
+class Shard:
+    """Queues, records and indexes of one shard.
+
+    :param index: position of the shard in the engine.
+    :param config: the engine's bounds.
+    :param on_forget: called (with the shard lock held) for every record that
+        leaves the engine, so engine-wide side tables can drop it.
+    """
+
+    def __init__(self, index: int, config: EngineConfig,
+                 on_forget: Callable[[Rec], None]) -> None:  # fmt: skip
+        self.index = index
+        self.config = config
+        self.on_forget = on_forget
+        self.lock = threading.Lock()
+        self.jobs: dict[str, Rec] = {}
+        self.active: dict[str, Rec] = {}
+        self.queues: dict[str, QueueState] = {}
+        self.delayed: MinHeap[str] = MinHeap()
+        self.next_due = math.inf  # earliest run_at in `delayed` (may be early, never late)
+        self.ttl: MinHeap[str] = MinHeap()
+        self.unique: dict[UniqueKey, list[object]] = {}  # key -> [job_id, until or None]
+        self.unique_ttl: MinHeap[UniqueKey] = MinHeap()
+        self.candidates: dict[str, tuple[str | None, int]] = {}  # stall candidates -> fence
+        self.seq = 0  # admission numbers: ms << 12 | counter, as the SQL backends
+        self.eseq = 0  # entry numbers of ready lanes
+        self.dirty: dict[str, Rec | None] | None = None
+        self.dirty_unique: dict[UniqueKey, list[object] | None] | None = None
+        self.dirty_queues: set[str] | None = None
+
+    # -- lookups -------------------------------------------------------------------------
+    def queue(self, name: str) -> QueueState:
+        """Return the state of queue ``name``, creating it."""
+        q = self.queues.get(name)
+        if q is None:
+            q = self.queues[name] = QueueState(name)
+        return q
+
+    def next_seq(self, now: int) -> int:
+        """Return a fresh admission number (time-ordered)."""
+        self.seq = max(self.seq + 1, now << 12)
+        return self.seq
+
+    def touch(self, rec: Rec) -> None:
+        """Note that ``rec`` changed (for the write-behind store)."""
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+
+    def touch_queue(self, q: QueueState) -> None:
+        """Note that a queue's settings changed (for the write-behind store)."""
+        q.has_row = True
+        if self.dirty_queues is not None:
+            self.dirty_queues.add(q.name)
+
+    # -- time ------------------------------------------------------------------------------
+    def promote(self, now: int) -> None:
+        """Move delayed jobs whose run time came into their ready lanes."""
+        if now < self.next_due:
+            return
+        jobs, queues = self.jobs, self.queues
+        for jid, _ in self.delayed.pop_due(now):
+            rec = jobs[jid]
+            q = queues[rec.queue]
+            q.n_delayed -= 1
+            self.eseq += 1
+            q.lanes.push(rec, self.eseq)
+            q.n_waiting += 1
+            if q.nwait:
+                q.condition(self.lock).notify_all()
+        self.next_due = self.delayed.peek()[1] if len(self.delayed) else math.inf
+
+    # -- transitions -------------------------------------------------------------------------
+    def to_waiting(self, q: QueueState, rec: Rec, now: int) -> None:
+        """Make ``rec`` waiting: delayed until ``run_at``, else ready at once."""
+        rec.state = WAITING
+        if rec.run_at > now:
+            self.delayed.push(rec.id, rec.run_at, rec.seq)
+            if rec.run_at < self.next_due:
+                self.next_due = rec.run_at
+            q.n_delayed += 1
+        else:
+            self.eseq += 1
+            q.lanes.push(rec, self.eseq)
+            q.n_waiting += 1
+            if q.nwait:
+                q.condition(self.lock).notify_all()
+        if rec.expire_at is not None and rec.id not in self.ttl:
+            self.ttl.push(rec.id, rec.expire_at)
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+
+    def leave_waiting(self, q: QueueState, rec: Rec) -> None:
+        """Take a waiting (or delayed, or parked) ``rec`` out of its container."""
+        if self.delayed.discard(rec.id):
+            q.n_delayed -= 1
+            return
+        if not q.lanes.discard(rec):
+            q.parked.pop(rec.id, None)
+        q.n_waiting -= 1
+
+    def to_active(self, q: QueueState, rec: Rec, now: int, token: str, until: int,
+                  owner: str) -> None:  # fmt: skip
+        """Lease a ready ``rec`` (already out of its lane): one attempt is spent."""
+        rec.state = ACTIVE
+        rec.attempts += 1
+        rec.token = token
+        rec.lease_until = until
+        rec.owner = owner
+        rec.started_at = now
+        self.active[rec.id] = rec
+        q.n_active += 1
+        group = rec.group
+        if group is not None:
+            ga = q.lanes.group_active
+            ga[group] = ga.get(group, 0) + 1
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+
+    def leave_active(self, q: QueueState, rec: Rec) -> None:
+        """End ``rec``'s lease (the caller moves it on)."""
+        del self.active[rec.id]
+        q.n_active -= 1
+        rec.token = None
+        rec.lease_until = 0
+        group = rec.group
+        if group is not None:
+            ga = q.lanes.group_active
+            left = ga[group] - 1
+            if left:
+                ga[group] = left
+            else:
+                del ga[group]
+
+    def to_completed(self, q: QueueState, rec: Rec, now: int) -> None:
+        """Record ``rec`` as completed; drop the oldest beyond the bound."""
+        rec.state = COMPLETED
+        rec.finished_at = now
+        rec.error = None
+        q.completed[rec.id] = rec
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+        if len(q.completed) > self.config.completed_max_count:
+            self.forget(q, next(iter(q.completed.values())))
+
+    def to_failed(self, q: QueueState, rec: Rec, now: int) -> None:
+        """Move ``rec`` into the DLQ; drop the oldest entry beyond ``max_entries``."""
+        rec.state = FAILED
+        rec.finished_at = now
+        rec.dlq_at = now
+        q.dlq[rec.id] = rec
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+        if len(q.dlq) > max(q.dlq_config.max_entries, 0):
+            self.forget(q, next(iter(q.dlq.values())))
+            q.dlq_evicted += 1
+
+    def to_children(self, q: QueueState, rec: Rec) -> None:
+        """Park ``rec`` until its dependencies complete."""
+        rec.state = CHILDREN
+        q.n_children += 1
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+
+    def displace(self, q: QueueState, rec: Rec) -> None:
+        """Take ``rec`` out of whichever container its state puts it in."""
+        state = rec.state
+        if state is WAITING:
+            self.leave_waiting(q, rec)
+        elif state is ACTIVE:
+            self.leave_active(q, rec)
+        elif state is COMPLETED:
+            del q.completed[rec.id]
+        elif state is FAILED:
+            del q.dlq[rec.id]
+        elif state is CHILDREN:
+            q.n_children -= 1
+
+    def place(self, q: QueueState, rec: Rec, now: int) -> None:
+        """Put a new, restored or recovered record where its state says."""
+        self.jobs[rec.id] = rec
+        state = rec.state
+        if state is WAITING:
+            self.to_waiting(q, rec, now)
+        elif state is ACTIVE:
+            self.active[rec.id] = rec
+            q.n_active += 1
+            if rec.group is not None:
+                ga = q.lanes.group_active
+                ga[rec.group] = ga.get(rec.group, 0) + 1
+        elif state is COMPLETED:
+            q.completed[rec.id] = rec
+        elif state is FAILED:
+            q.dlq[rec.id] = rec
+        else:
+            q.n_children += 1
+        self.touch(rec)
+
+    def forget(self, q: QueueState, rec: Rec) -> None:
+        """Remove ``rec`` from the engine entirely (and every key it holds)."""
+        self.displace(q, rec)
+        self.on_forget(rec)
+        del self.jobs[rec.id]
+        self.drop_unique(rec, held_only=False)
+        if self.dirty is not None:
+            self.dirty[rec.id] = None
+
+    # -- unique keys -------------------------------------------------------------------------
+    def put_unique(self, key: UniqueKey, job_id: str, until: int | None) -> None:
+        """Give ``key`` to ``job_id`` until ``until`` (None: while the job is live)."""
+        entry: list[object] = [job_id, until]
+        self.unique[key] = entry
+        self.unique_ttl.discard(key)
+        if until is not None:
+            self.unique_ttl.push(key, until)
+        if self.dirty_unique is not None:
+            self.dirty_unique[key] = entry
+
+    def del_unique(self, key: UniqueKey) -> None:
+        """Release ``key``."""
+        if self.unique.pop(key, None) is not None:
+            self.unique_ttl.discard(key)
+            if self.dirty_unique is not None:
+                self.dirty_unique[key] = None
+
+    def drop_unique(self, rec: Rec, held_only: bool) -> None:
+        """Release the unique key ``rec`` holds (``held_only``: only keys without a TTL)."""
+        ukey = rec.opts.unique_key
+        if ukey is None:
+            return
+        key = (rec.queue, ukey)
+        entry = self.unique.get(key)
+        if entry is not None and entry[0] == rec.id and not (held_only and entry[1] is not None):
+            self.del_unique(key)
