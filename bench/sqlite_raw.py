@@ -30,7 +30,7 @@ def fresh(sync: str) -> apsw.Connection:
 def one_per_tx(sync: str, n: int) -> float:
     conn, blob = fresh(sync), b"x" * 100
     t = time.perf_counter()
-    for i in range(n):
+    for _ in range(n):
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("INSERT INTO t (state, data) VALUES (0, ?)", (blob,))
         conn.execute("COMMIT")
@@ -60,9 +60,14 @@ def batched(n: int) -> tuple[float, float]:
 
 if __name__ == "__main__":
     ins, claims = batched(100_000)
-    print(json.dumps({
-        "insert_one_per_tx_normal": round(one_per_tx("NORMAL", 50_000)),
-        "insert_one_per_tx_full": round(one_per_tx("FULL", 3_000)),
-        "insert_tx_of_1000_normal": round(ins),
-        "claim_100_per_update_rows": round(claims),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "insert_one_per_tx_normal": round(one_per_tx("NORMAL", 50_000)),
+                "insert_one_per_tx_full": round(one_per_tx("FULL", 3_000)),
+                "insert_tx_of_1000_normal": round(ins),
+                "claim_100_per_update_rows": round(claims),
+            },
+            indent=2,
+        )
+    )

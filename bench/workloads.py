@@ -28,13 +28,17 @@ sys.path.insert(0, ROOT)
 
 from bunq import Queue, Worker, connect  # noqa: E402
 
-PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v2",
-           "pad": "x" * 40}  # fmt: skip  (~100 bytes as msgpack)
+PAYLOAD = {
+    "user": 12345,
+    "email": "someone@example.com",
+    "template": "welcome-v2",
+    "pad": "x" * 40,
+}  # fmt: skip  (~100 bytes as msgpack)
 
 
 def fresh(url: str, tag: str) -> str:
     if url.startswith("sqlite:///"):
-        base = url.split("?")[0][len("sqlite:///"):]
+        base = url.split("?")[0][len("sqlite:///") :]
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(f"{base}.{tag}{suffix}"):
                 os.remove(f"{base}.{tag}{suffix}")
@@ -155,8 +159,13 @@ def main() -> None:
     url = args.backend
     if args.sync:
         url += ("&" if "?" in url else "?") + f"synchronous={args.sync}"
-    runs = {"W1": lambda: w1(url, args.n), "W1T": lambda: w1_threads(url, args.n),
-            "W2": lambda: w2(url, args.n), "W3": lambda: w3(url, args.n), "W4": lambda: w4(url)}
+    runs = {
+        "W1": lambda: w1(url, args.n),
+        "W1T": lambda: w1_threads(url, args.n),
+        "W2": lambda: w2(url, args.n),
+        "W3": lambda: w3(url, args.n),
+        "W4": lambda: w4(url),
+    }
     out: dict[str, Any] = {"backend": url, "python": sys.version.split()[0]}
     for key in args.only.split(","):
         out[key] = runs[key]()

@@ -10,9 +10,20 @@ from __future__ import annotations
 
 from .backends import Backend, Capability, DlqConfig, QueueLimits, connect
 from .errors import (
-    BackendError, BackendUnavailable, BunqError, ConfigError, DelayedError, DependencyError,
-    DuplicateJob, JobNotFound, LeaseLost, PayloadTooLarge, Retry, UnrecoverableError,
-    UnsupportedError, ValidationError,
+    BackendError,
+    BackendUnavailable,
+    BunqError,
+    ConfigError,
+    DelayedError,
+    DependencyError,
+    DuplicateJob,
+    JobNotFound,
+    LeaseLost,
+    PayloadTooLarge,
+    Retry,
+    UnrecoverableError,
+    UnsupportedError,
+    ValidationError,
 )  # fmt: skip
 from .flow import FlowJob, FlowProducer, FlowResult
 from .job import Backoff, DlqEntry, FailureReason, Job, JobOptions, JobState, Lease, Settle

@@ -12,14 +12,14 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .backends.base import Backend
 from .errors import DelayedError, Retry, UnrecoverableError
 from .job import FailureReason, Job, Lease, Settle
 from .policy import FailDecision, decide_failure
 
-Handler = Callable[[Job], Union[Any, Awaitable[Any]]]
+Handler = Callable[[Job], Any | Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)

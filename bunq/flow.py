@@ -87,7 +87,7 @@ class FlowProducer:
                     "depends_on": [ids[d] for d in spec.get("depends_on", ())]}  # fmt: skip
             batch.append(new_job(queue, spec.get("name", name), spec.get("data"), opts))
         jobs = self.backend.add(batch)
-        by_step = dict(zip(order, jobs))
+        by_step = dict(zip(order, jobs, strict=True))
         return FlowResult(jobs[-1], by_step)
 
 
@@ -107,7 +107,7 @@ def _topological(steps: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if mark.get(name) == 2:
             return
         if mark.get(name) == 1:
-            cycle = path[path.index(name):] + [name]
+            cycle = path[path.index(name) :] + [name]
             raise DependencyError(f"cycle in flow: {' -> '.join(cycle)}", cycle=cycle)
         mark[name] = 1
         for dep in steps[name].get("depends_on", ()):

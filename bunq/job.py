@@ -206,7 +206,11 @@ class JobOptions:
         if isinstance(prio, bool) or not isinstance(prio, int) or abs(prio) > 2**31:
             raise ValidationError("priority must be an integer in ±2**31", field="priority")
         attempts = o.get("attempts", 3)
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10_000:
+        if (
+            isinstance(attempts, bool)
+            or not isinstance(attempts, int)
+            or not 1 <= attempts <= 10_000
+        ):
             raise ValidationError("attempts must be an integer in [1, 10000]", field="attempts")
         for name in ("lifo", "remove_on_complete", "remove_on_fail", "durable"):
             if not isinstance(o.get(name, False), bool):
@@ -226,7 +230,9 @@ class JobOptions:
             job_id=_opt_str("job_id", o.get("job_id")),
             unique_key=_opt_str("unique_key", o.get("unique_key"), 1024),
             unique_strategy=strategy,
-            unique_ttl=None if o.get("unique_ttl") is None else _non_negative("unique_ttl", o["unique_ttl"]),
+            unique_ttl=None
+            if o.get("unique_ttl") is None
+            else _non_negative("unique_ttl", o["unique_ttl"]),
             lifo=o.get("lifo", False),
             ttl=None if o.get("ttl") is None else _non_negative("ttl", o["ttl"]),
             timeout=None if o.get("timeout") is None else _non_negative("timeout", o["timeout"]),

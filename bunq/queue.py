@@ -192,6 +192,8 @@ def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:
     if set(changes) - known:
         raise ConfigError(f"unknown limits {sorted(set(changes) - known)}")
     for key, value in changes.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 0
+        ):
             raise ConfigError(f"{key} must be a non-negative integer or None")
     return QueueLimits(**{**{f: getattr(limits, f) for f in known}, **changes})

@@ -98,8 +98,8 @@ class Worker:
         try:
             self._run()
         finally:
-            for sig, old in restore.items():
-                signal.signal(sig, old)
+            for signum, old in restore.items():
+                signal.signal(signum, old)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         log.info("signal %s: finishing in-flight jobs", signum)
@@ -177,7 +177,9 @@ class Worker:
         inflight: dict[cf.Future[Outcome], Lease] = {}
         while not (self._stop.is_set() and not inflight):
             free = self.concurrency - len(inflight)
-            leases = self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
+            leases = (
+                self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
+            )
             for lease in leases:
                 self._mark_started(lease)
                 inflight[self._submit(lease)] = lease
@@ -203,7 +205,7 @@ class Worker:
         with self._held.lock:
             done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
         try:
-            for (lease, _), s in zip(done, settle_many(self.backend, done)):
+            for (lease, _), s in zip(done, settle_many(self.backend, done), strict=True):
                 if s.failed:
                     self.failed += 1
                 else:
@@ -275,7 +277,8 @@ class Worker:
                     self._held.timed_out.add(jid)
                     expired.append(lease)  # type: ignore[arg-type]
         for lease in expired:
-            outcome = Outcome(False, error=TimeoutError(f"timed out after {lease.job.opts.timeout} ms"),
+            err = TimeoutError(f"timed out after {lease.job.opts.timeout} ms")
+            outcome = Outcome(False, error=err,
                               duration_ms=lease.job.opts.timeout or 0, timed_out=True)  # fmt: skip
             try:
                 settle(self.backend, lease, outcome)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bunq.job import JobState
 from contract.helpers import add, lease1
+
+from bunq.job import JobState
 
 
 def test_add_then_get_job_roundtrips_data(backend: Any) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.helpers import add, lease1
 
 from bunq import ConfigError, JobNotFound, JobState, Queue, ValidationError
 from bunq.backends.base import QueueLimits
-from contract.helpers import add, lease1
 
 
 def test_pause_stops_leases_and_counts_as_paused(backend: Any) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.helpers import add, lease1
 
 from bunq import DependencyError, DuplicateJob, FlowJob, FlowProducer, JobState
-from contract.helpers import add, lease1
 
 
 def test_job_id_is_idempotent_while_live(backend: Any) -> None:

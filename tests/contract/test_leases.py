@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from bunq.job import FailureReason, JobState, Settle
 from contract.helpers import add, fail, lease1
+
+from bunq.job import FailureReason, JobState, Settle
 
 
 def test_complete_records_result_once(backend: Any) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.helpers import add, fail, lease1
+
 from bunq.backends.base import DlqConfig
 from bunq.job import FailureReason, JobState, Settle
-from contract.helpers import add, fail, lease1
 
 
 def test_exponential_backoff_times(backend: Any, clock: Any) -> None:

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from bunq import (
-    DelayedError, FailureReason, JobState, Queue, Retry, UnrecoverableError, Worker,
+    DelayedError,
+    FailureReason,
+    JobState,
+    Queue,
+    Retry,
+    UnrecoverableError,
+    Worker,
 )  # fmt: skip
 
 
@@ -77,7 +83,9 @@ def test_unrecoverable_delayed_and_retry_signals(queue: Queue) -> None:
     assert queue.get_job(u.id).reason is FailureReason.EXPLICIT_FAIL and seen["u"] == [1]
     assert seen["d"] == [1, 1]  # the delayed attempt was given back
     assert seen["r"] == [1, 2]
-    assert queue.get_state(d.id) is JobState.COMPLETED and queue.get_state(r.id) is JobState.COMPLETED
+    assert (
+        queue.get_state(d.id) is JobState.COMPLETED and queue.get_state(r.id) is JobState.COMPLETED
+    )
 
 
 def test_async_handler_with_concurrency(queue: Queue) -> None:

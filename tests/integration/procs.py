@@ -1,8 +1,8 @@
 """Child-process roles for the multi-process and crash tests (run as a script).
 
-    python procs.py worker DB OUT [LEASE_MS] [SLEEP_S]   # record "id attempt" per job run
-    python procs.py producer DB COUNT BULK               # add COUNT jobs in bulks
-    python procs.py add-print DB                         # add forever, print each acked id
+python procs.py worker DB OUT [LEASE_MS] [SLEEP_S]   # record "id attempt" per job run
+python procs.py producer DB COUNT BULK               # add COUNT jobs in bulks
+python procs.py add-print DB                         # add forever, print each acked id
 """
 
 from __future__ import annotations

@@ -21,8 +21,12 @@ pytestmark = pytest.mark.slow
 
 
 def spawn(*args: str, env: dict[str, str] | None = None, **kw: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(HERE / "procs.py"), *args], text=True,
-                            env={**os.environ, "PYTHONPATH": ROOT, **(env or {})}, **kw)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "procs.py"), *args],
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT, **(env or {})},
+        **kw,
+    )  # type: ignore[call-overload]
 
 
 def records(paths: list[Path]) -> list[tuple[str, str, int]]:

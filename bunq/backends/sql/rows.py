@@ -22,7 +22,8 @@ def pack(value: Any, what: str = "data", limit: int | None = None) -> bytes:
     if limit is not None and len(out) > limit:
         raise PayloadTooLarge(
             f"job {what} is {len(out)} bytes encoded; the limit is {limit}",
-            size=len(out), limit=limit,
+            size=len(out),
+            limit=limit,
         )
     return out
 

@@ -207,7 +207,7 @@ class SQLiteBackend(SqlBackend):
 
     def _init_schema(self) -> None:
         conn = self._conn()
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
+        mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0])
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: could not switch to WAL (got {mode})")
         with self._begin() as tx:
@@ -216,7 +216,8 @@ class SQLiteBackend(SqlBackend):
             rows = tx.cur.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
             if rows and int(rows[0][0]) > SCHEMA_VERSION:
                 raise ConfigError(
-                    f"{self.path} has schema v{rows[0][0]}, newer than this bunq (v{SCHEMA_VERSION})"
+                    f"{self.path} has schema v{rows[0][0]},"
+                    f" newer than this bunq (v{SCHEMA_VERSION})"
                 )
             if not rows:
                 tx.cur.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
