@@ -36,6 +36,20 @@ def worker(db: str, out: str, lease_ms: int = 30_000, sleep_s: float = 0.0) -> N
     w.close()
 
 
+def worker_run(db: str, out: str) -> None:
+    """Run Worker.run() in the foreground (SIGTERM ends it gracefully)."""
+    log = open(out, "a", buffering=1)  # noqa: SIM115
+
+    def handler(job: Any) -> str:
+        log.write(f"start {job.id} {job.attempts}\n")
+        time.sleep(0.3)
+        log.write(f"done {job.id} {job.attempts}\n")
+        return "ok"
+
+    Worker("mp", handler, SQLiteBackend(db), batch=10).run()
+    log.write("exit 0 0\n")
+
+
 def producer(db: str, count: int, bulk: int) -> None:
     q = Queue("mp", SQLiteBackend(db))
     n = 0
@@ -63,6 +77,8 @@ if __name__ == "__main__":
     if role == "worker":
         worker(args[0], args[1], *(int(args[2]),) if len(args) > 2 else (),
                *(float(args[3]),) if len(args) > 3 else ())  # fmt: skip
+    elif role == "worker-run":
+        worker_run(args[0], args[1])
     elif role == "producer":
         producer(args[0], int(args[1]), int(args[2]))
     elif role == "add-print":

@@ -104,3 +104,26 @@ def test_killed_producer_loses_no_acknowledged_add(tmp_path: Path) -> None:
     missing = [jid for jid in acked if backend.get_job(jid) is None]
     assert missing == []
     backend.close()
+
+
+def test_sigterm_finishes_the_running_job_and_hands_back_the_rest(tmp_path: Path) -> None:
+    db = str(tmp_path / "term.db")
+    q = Queue("mp", SQLiteBackend(db))
+    q.add_bulk([("job", i) for i in range(10)])
+    out = tmp_path / "term.log"
+    proc = spawn("worker-run", db, str(out))
+    deadline = time.monotonic() + 30
+    while not (out.exists() and "start" in out.read_text()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    recs = records([out])
+    assert recs[-1][0] == "exit"
+    started = [jid for kind, jid, _ in recs if kind == "start"]
+    done = [jid for kind, jid, _ in recs if kind == "done"]
+    assert started == done and 1 <= len(done) < 10  # the running job finished, no more began
+    counts = q.counts()
+    assert counts["completed"] == len(done) and counts["active"] == 0
+    assert counts["waiting"] == 10 - len(done)
+    assert all(j.attempts == 0 for j in q.get_jobs("waiting"))  # handed back, attempt unspent
