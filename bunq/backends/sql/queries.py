@@ -101,9 +101,9 @@ Q = {
         "INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES ("
         + ", ".join(":" + c for c in INSERT_COLS) + ")"
     ),
-    # {share_lock}: a dependency's row is share-locked while a dependent is admitted, so
+    # {dep_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
     # its completion (which releases dependents) waits for the admission to commit.
-    "job_state": "SELECT state FROM {jobs} WHERE id = :id {share_lock}",
+    "job_state": "SELECT state FROM {jobs} WHERE id = :id {dep_lock}",
     "delete_job": "DELETE FROM {jobs} WHERE id = :id",
     "delete_attempts": "DELETE FROM {attempts} WHERE job_id = :id",
     "delete_logs": "DELETE FROM {logs} WHERE job_id = :id",
@@ -329,36 +329,35 @@ Q = {
     ),
 }
 
-# Statements only PostgreSQL runs: set-based forms that save a round trip per job over
-# the network (SQLite runs in-process and uses the per-row statements above), and the
-# advisory lock that orders concurrent admissions of one identity across brokers.
+# Statements only PostgreSQL runs: the advisory lock that orders concurrent admissions
+# of one identity (job id, unique key, limited queue) across brokers, the COPY of a
+# bulk add, and the database clock.
 PG_ONLY = {
     "key_lock": "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
     "copy_jobs": "COPY {jobs} (" + ", ".join(INSERT_COLS) + ") FROM STDIN",
-    # complete + release_unique + release_dependents + wake_parent for a batch, in one
-    # statement; "rel" re-reads a parent row locked by a concurrent completion (READ
-    # COMMITTED re-evaluation), so the last of two concurrent children always wakes it.
-    "complete_set": (
-        "WITH v AS (SELECT * FROM unnest(:ids::text[], :tokens::text[], :attempts::int[],"
-        " :results::bytea[]) AS v (id, token, attempt, result)),"
-        " done AS (UPDATE {jobs} j SET state = 'completed', finished_at = :now,"
-        " result = v.result, lease_token = NULL, lease_until = NULL, error = NULL FROM v"
-        " WHERE j.id = v.id AND j.state = 'active' AND j.lease_token = v.token"
-        " AND j.attempts = v.attempt RETURNING j.id, j.remove_on_complete),"
-        " un AS (DELETE FROM {uniq} WHERE job_id IN (SELECT id FROM done) AND until IS NULL),"
-        " dep AS (SELECT d.job_id, COUNT(*) AS n FROM {deps} d JOIN done ON d.dep_id = done.id"
-        " GROUP BY d.job_id),"
-        " rel AS (UPDATE {jobs} p SET pending_deps = p.pending_deps - dep.n,"
-        " state = CASE WHEN p.state = 'waiting-children' AND p.pending_deps <= dep.n"
-        " THEN 'waiting' ELSE p.state END,"
-        " run_at = CASE WHEN p.state = 'waiting-children' AND p.pending_deps <= dep.n"
-        " THEN :now ELSE p.run_at END FROM dep WHERE p.id = dep.job_id)"
-        " SELECT id, remove_on_complete FROM done"
+    # Plain admissions in one autocommit statement that also wakes the queues' workers
+    # (the NOTIFY rides on the same commit). A repeat after a COMMIT whose answer was
+    # lost keeps the first: plain jobs have fresh random ids, so a conflict can only be
+    # that earlier attempt.
+    "insert_jobs_idem": (
+        "WITH ins AS (INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES {values}"
+        " ON CONFLICT (id) DO NOTHING RETURNING queue)"
+        " SELECT pg_notify(:channel, q) FROM (SELECT DISTINCT queue AS q FROM ins) AS x"
+    ),
+    # "complete_batch" with arrays: a short statement psycopg prepares once, where the
+    # VALUES form would be re-parsed (hundreds of parameters) on every batch.
+    "complete_arrays": (
+        "UPDATE {jobs} SET state = 'completed', finished_at = :now, result = v.result,"
+        " lease_token = NULL, lease_until = NULL, error = NULL"
+        " FROM unnest(:ids::text[], :tokens::text[], :attempts::int[], :results::bytea[])"
+        " AS v (id, token, attempt, result) WHERE {jobs}.id = v.id AND {jobs}.state = 'active'"
+        " AND {jobs}.lease_token = v.token AND {jobs}.attempts = v.attempt"
+        " RETURNING {jobs}.id, {jobs}.remove_on_complete, {jobs}.dependents"
     ),
     "db_clock": "SELECT extract(epoch FROM clock_timestamp()) * 1000",
 }
 
-_PARAM = re.compile(r"(?<!:):([a-z_]+)")
+_PARAM = re.compile(r"(?<!:):([a-z_][a-z0-9_]*)")
 
 
 @dataclass(frozen=True)
@@ -370,10 +369,11 @@ class Dialect:
     skip_locked: str  # row-locking suffix of the claim subquery
     pyformat: bool  # psycopg wants %(name)s, apsw takes :name
     unlimited: str = "-1"  # LIMIT value meaning "no limit" (with OFFSET)
-    share_lock: str = ""  # row share lock on a dependency read at admission
+    dep_lock: str = ""  # row lock on a dependency read at admission (see "job_state")
 
     def render(self, sql: str, tables: dict[str, str]) -> str:
-        out = sql.format(blob=self.blob, skip_locked=self.skip_locked, values="{values}", **tables)
+        out = sql.format(blob=self.blob, skip_locked=self.skip_locked, values="{values}",
+                         dep_lock=self.dep_lock, **tables)  # fmt: skip
         out = out.replace("LIMIT -1", f"LIMIT {self.unlimited}")
         if self.pyformat:
             out = _PARAM.sub(r"%(\1)s", out.replace("%", "%%"))
@@ -382,7 +382,7 @@ class Dialect:
 
 SQLITE = Dialect("sqlite", blob="BLOB", skip_locked="", pyformat=False)
 POSTGRES = Dialect("postgres", blob="BYTEA", skip_locked="FOR UPDATE SKIP LOCKED",
-                   pyformat=True, unlimited="ALL", share_lock="FOR SHARE")  # fmt: skip
+                   pyformat=True, unlimited="ALL", dep_lock="FOR UPDATE")  # fmt: skip
 
 
 def values_rows(dialect: Dialect, n: int, width: int) -> str:

@@ -16,8 +16,17 @@ from typing import Any, Protocol
 
 from ...errors import ConfigError, DependencyError, DuplicateJob, JobNotFound, ValidationError
 from ...job import (
-    Attempt, DlqEntry, FailureReason, Job, JobId, JobState, Lease, NewJob, Settle,
-    UniqueStrategy, now_ms,
+    Attempt,
+    DlqEntry,
+    FailureReason,
+    Job,
+    JobId,
+    JobState,
+    Lease,
+    NewJob,
+    Settle,
+    UniqueStrategy,
+    now_ms,
 )  # fmt: skip
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ..base import ALL_CAPABILITIES, Capability, Clock, DlqConfig, QueueLimits, SweepResult
@@ -73,6 +82,15 @@ class SqlBackend:
 
     def _ring(self, queue: str) -> None:
         """Tell waiting workers that ``queue`` may have work (after commit)."""
+
+    def _lock_key(self, tx: Tx, key: str) -> None:
+        """Serialise transactions on one identity (job id, unique key, limited queue).
+
+        A no-op here: SQLite's write lock already serialises writers. PostgreSQL
+        takes a transaction-scoped advisory lock, so two brokers admitting the same
+        job id or unique key at once run one after the other and the second sees
+        the first's job instead of admitting a duplicate.
+        """
 
     def wait(self, queue: str, timeout_ms: int) -> bool:
         raise NotImplementedError
@@ -136,8 +154,11 @@ class SqlBackend:
                 for dep in o.depends_on:
                     tx.q("insert_dep", job_id=job.id, dep_id=dep)
                     tx.q("mark_dependents", id=dep)
-            st = JobState.WAITING_CHILDREN if pending else (
-                JobState.DELAYED if o.delay else JobState.WAITING)
+            st = (
+                JobState.WAITING_CHILDREN
+                if pending
+                else (JobState.DELAYED if o.delay else JobState.WAITING)
+            )
             out.append(Job(id=job.id, queue=job.queue, name=job.name, data=job.data, state=st,
                            opts=o, created_at=now, run_at=run_at))  # fmt: skip
         if plain:
@@ -147,10 +168,12 @@ class SqlBackend:
     def _lookups(self, tx: Tx, job: NewJob, now: int) -> Job | None:
         """Resolve a custom id or unique key; return the job to answer instead, if any."""
         if job.opts.job_id is not None:
+            self._lock_key(tx, f"id:{job.id}")
             existing = self._live_or_forget(tx, job.id)
             if existing is not None:
                 return existing
         if job.opts.unique_key is not None:
+            self._lock_key(tx, f"uq:{job.queue}/{job.opts.unique_key}")
             return self._claim_unique(tx, job, now)
         return None
 
@@ -235,6 +258,8 @@ class SqlBackend:
         if limits_blob is None:
             return n
         limits = QueueLimits(**unpack(limits_blob))
+        if limits.concurrency or limits.rate_max:
+            self._lock_key(tx, f"lim:{queue}")  # the count and the tokens below stay exact
         if limits.concurrency:
             n = min(n, limits.concurrency - tx.q("count_active", queue=queue)[0][0])
         if limits.rate_max:
@@ -273,12 +298,17 @@ class SqlBackend:
             self._ring(q)
         return [Settle.OK if lease.job.id in done else Settle.STALE for lease, _ in items]
 
-    def _complete_chunk(self, tx: Tx, chunk: Sequence[tuple[Lease, bytes]], now: int) -> list[str]:
+    def _complete_rows(self, tx: Tx, chunk: Sequence[tuple[Lease, bytes]],
+                       now: int) -> list[tuple[Any, ...]]:  # fmt: skip
+        """Complete a chunk under its fences; rows (id, remove_on_complete, dependents)."""
         params: dict[str, Any] = {"now": now}
         for i, (lease, blob) in enumerate(chunk):
             params.update({f"v{i}_0": lease.job.id, f"v{i}_1": lease.token,
                            f"v{i}_2": lease.attempt, f"v{i}_3": blob})  # fmt: skip
-        rows = tx.sql(self._batch_sql("complete_batch", len(chunk), 4), params)
+        return tx.sql(self._batch_sql("complete_batch", len(chunk), 4), params)
+
+    def _complete_chunk(self, tx: Tx, chunk: Sequence[tuple[Lease, bytes]], now: int) -> list[str]:
+        rows = self._complete_rows(tx, chunk, now)
         uniques = {lease.job.id for lease, _ in chunk if lease.job.opts.unique_key is not None}
         for jid, remove, dependents in rows:
             if dependents:
@@ -399,9 +429,14 @@ class SqlBackend:
             if not rows:
                 return None
             job = job_from_row(rows[0], self.clock())
-            hist = tuple(Attempt.from_dict(dict(zip(("attempt", "error", "duration_ms", "at",
-                         "reason"), a))) for a in tx.q("attempts_of", id=job_id))  # fmt: skip
+            hist = self._history(tx, job_id)
         return Job(**{**_fields(job), "history": hist})
+
+    def _history(self, tx: Tx, job_id: JobId) -> tuple[Attempt, ...]:
+        return tuple(
+            Attempt(a, e, d, at, None if r is None else FailureReason(r))
+            for a, e, d, at, r in tx.q("attempts_of", id=job_id)
+        )
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
         _qn(queue)
@@ -527,8 +562,7 @@ class SqlBackend:
             for row in tx.q("dlq_list", queue=_qn(queue), limit=max(limit, 0),
                             offset=max(offset, 0)):  # fmt: skip
                 job = job_from_row(row, now)
-                hist = tuple(Attempt(a, e, d, at, None if r is None else FailureReason(r))
-                             for a, e, d, at, r in tx.q("attempts_of", id=job.id))  # fmt: skip
+                hist = self._history(tx, job.id)
                 out.append(DlqEntry(Job(**{**_fields(job), "history": hist}),
                                     job.reason or FailureReason.UNKNOWN, job.error, hist,
                                     row[21] or 0, row[22]))  # fmt: skip

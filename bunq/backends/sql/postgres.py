@@ -1,0 +1,550 @@
+"""PostgresBackend: the SQL backend on PostgreSQL (psycopg 3), shared by many brokers.
+
+Claims use ``FOR UPDATE SKIP LOCKED``, settles check the fence in the statement
+that changes the row, leases use the database clock (:class:`DbClock`), advisory
+locks order admissions of one job id or unique key across brokers, and
+``LISTEN/NOTIFY`` wakes idle workers (the wait timeout is the fallback). Every
+public call is one unit of work, retried with backoff while the failure is
+transient and a repeat is safe (see ``_call``); driver errors are translated once
+(:func:`translate_errors`). See ``docs/postgres.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import operator
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pge
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from ...errors import BackendError, BackendUnavailable, ConfigError, DuplicateJob, ValidationError
+from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob
+from ..base import QUEUE_NAME
+from ..base import check_queue_name as _qn
+from .groupcommit import GroupCommit
+from .queries import DDL, INSERT_COLS, POSTGRES, SCHEMA_VERSION, render_all, values_rows
+from .store import SqlBackend
+
+log = logging.getLogger("bunq.postgres")
+T = TypeVar("T")
+Conn = psycopg.Connection[Any]
+
+SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+PREFIX = re.compile(r"^([a-z_][a-z0-9_]{0,31})?$")
+URL_OPTIONS = ("schema", "prefix", "pool_min", "pool_max", "migrate", "retry_ms")
+COPY_MIN = 64  # bulk adds of at least this many plain jobs go through COPY
+_row = operator.itemgetter(*INSERT_COLS)
+_BEGIN, _ASYNC = "BEGIN", "SET LOCAL synchronous_commit = off"
+
+
+def _plain(job: NewJob) -> bool:
+    o = job.opts
+    return o.job_id is None and o.unique_key is None and not o.depends_on
+
+
+class _CommitUnknown(Exception):
+    """The connection broke while COMMIT was in flight: it may or may not have landed."""
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn psycopg errors into bunq errors (``raise ... from exc``), once, here."""
+    try:
+        yield
+    except _CommitUnknown as exc:
+        raise BackendUnavailable(f"postgres: connection lost during COMMIT, outcome unknown"
+                                 f" ({exc.__cause__})") from exc.__cause__  # fmt: skip
+    except pge.UniqueViolation as exc:
+        raise DuplicateJob(f"postgres: {exc.diag.message_primary}",
+                           constraint=exc.diag.constraint_name) from exc  # fmt: skip
+    except psycopg.OperationalError as exc:
+        raise BackendUnavailable(f"postgres unavailable: {exc}") from exc
+    except psycopg.Error as exc:
+        raise BackendError(f"postgres: {exc}") from exc
+
+
+class DbClock:
+    """Epoch ms of the database server, read without a round trip.
+
+    ``sync`` reads ``clock_timestamp()`` three times and keeps the sample with the
+    shortest round trip, anchored at its midpoint on the local monotonic clock;
+    the error is at most half that round trip (``error_ms``) plus the monotonic
+    clock's drift until the next sync (every ``every_s``; ppm, so < 1 ms).
+    """
+
+    def __init__(self, sql: str, every_s: float = 30.0) -> None:
+        self.sql = sql
+        self.every_s = every_s
+        self._anchor = (time.time() * 1000.0, time.monotonic())
+        self.offset_ms = 0.0  # database minus local wall clock, for diagnostics
+        self.error_ms = float("inf")
+        self.due = 0.0
+
+    def __call__(self) -> int:
+        db, mono = self._anchor
+        return int(db + (time.monotonic() - mono) * 1000.0)
+
+    def sync(self, conn: Conn) -> None:
+        """Measure the database clock on ``conn`` (autocommit, no open transaction)."""
+        best: tuple[float, float, float] | None = None
+        for _ in range(3):
+            t0 = time.monotonic()
+            row = conn.execute(self.sql, prepare=False).fetchone()
+            t1 = time.monotonic()
+            if row is not None and (best is None or t1 - t0 < best[0]):
+                best = (t1 - t0, float(row[0]), (t0 + t1) / 2)
+        assert best is not None
+        rtt, db, mid = best
+        self._anchor = (db, mid)
+        self.offset_ms = db - (time.time() - (time.monotonic() - mid)) * 1000.0
+        self.error_ms = rtt * 500.0
+        self.due = time.monotonic() + self.every_s
+
+
+class _PgTx:
+    """One transaction (or autocommit reads) on a pooled connection."""
+
+    __slots__ = ("conn", "cur", "stmts", "pending")
+
+    def __init__(self, conn: Conn, stmts: dict[str, str], begin: list[str]) -> None:
+        self.conn = conn
+        self.cur = conn.cursor()
+        self.stmts = stmts
+        self.pending = begin  # sent ahead of the next statement
+
+    def _flush(self) -> None:
+        if self.pending:
+            cmds, self.pending = self.pending, []
+            self.cur.execute("; ".join(cmds), prepare=False)
+
+    def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
+        return self.sql(self.stmts[_stmt], params)
+
+    def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        self._flush()
+        self.cur.execute(text, params)
+        return self.cur.fetchall() if self.cur.description is not None else []
+
+    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
+        self._flush()
+        if _stmt == "insert_job" and len(rows) >= COPY_MIN:
+            with self.cur.copy(self.stmts["copy_jobs"]) as cp:
+                for r in rows:
+                    cp.write_row(_row(r))
+        elif len(rows) == 1:
+            self.cur.execute(self.stmts[_stmt], rows[0])
+        else:
+            self.cur.executemany(self.stmts[_stmt], rows)
+
+    def raw(self, sql: str) -> None:
+        self.pending.append(sql)  # savepoints: merged into the next round trip
+
+
+class _Rows:
+    """The "transaction" of plain admissions: rows collected, inserted by one statement."""
+
+    __slots__ = ("rows", "mark")
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.mark = 0
+
+    def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
+        raise AssertionError("plain admissions run no queries")
+
+    sql = q
+
+    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
+        self.rows += rows
+
+    def raw(self, sql: str) -> None:  # group commit's savepoints, kept in memory
+        if sql.startswith("SAVEPOINT"):
+            self.mark = len(self.rows)
+        elif sql.startswith("ROLLBACK"):
+            del self.rows[self.mark :]
+
+
+class _Listener:
+    """A LISTEN connection read by a daemon thread (started by the first ``wait``).
+
+    Each NOTIFY bumps its queue's counter; a waiter returns once the counter
+    differs from the one it saw last, so a ring between a failed lease and the next
+    wait is never lost. A (re)connect bumps every queue: anything may have been missed.
+    """
+
+    def __init__(self, dsn: str, channel: str) -> None:
+        self.dsn, self.channel = dsn, channel
+        self.cond = threading.Condition()
+        self.seq: dict[str, int] = {}
+        self.epoch = 0
+        self.seen = threading.local()
+        self.thread: threading.Thread | None = None
+        self.stop = threading.Event()
+
+    def wait(self, queue: str, timeout_s: float) -> bool:
+        with self.cond:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="bunq-pg-listen", daemon=True)
+                self.thread.start()
+            seen: dict[str, tuple[int, int]] = self.seen.__dict__.setdefault("d", {})
+            last = seen.get(queue)
+            if last is None or last != self._key(queue):
+                seen[queue] = self._key(queue)
+                return True
+            woke = self.cond.wait_for(lambda: self._key(queue) != last, timeout_s)
+            seen[queue] = self._key(queue)
+            return bool(woke) and not self.stop.is_set()
+
+    def _key(self, queue: str) -> tuple[int, int]:
+        return self.epoch + self.stop.is_set(), self.seq.get(queue, 0)
+
+    def _run(self) -> None:
+        delay = 0.05
+        while not self.stop.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {self.channel}")
+                    self._bump(None)
+                    delay = 0.05
+                    while not self.stop.is_set():
+                        for n in conn.notifies(timeout=1.0):
+                            self._bump(n.payload)
+            except psycopg.Error as exc:
+                log.debug("LISTEN connection lost (%s); reconnecting", exc)
+                self.stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _bump(self, queue: str | None) -> None:
+        with self.cond:
+            if queue is None:
+                self.epoch += 1
+            else:
+                self.seq[queue] = self.seq.get(queue, 0) + 1
+            self.cond.notify_all()
+
+
+class PostgresBackend(SqlBackend):
+    """Jobs in one PostgreSQL schema, shared by any number of brokers and workers.
+
+    :param dsn: a libpq connection string or URL (without bunq's own options).
+    :param schema: schema holding bunq's tables (created by :meth:`migrate`);
+        default: the connection's ``search_path`` (usually ``public``).
+    :param prefix: table-name prefix, to keep several namespaces in one schema.
+    :param pool_min: connections kept open; ``pool_max``: the most opened.
+    :param migrate: ``"auto"`` (default) creates or upgrades the schema when the
+        backend opens; ``"off"`` only checks the version (run ``bunq migrate``).
+    :param retry_ms: how long transient failures are retried before BackendUnavailable.
+    :param kw: SqlBackend options (``clock=`` replaces the database clock).
+    """
+
+    kind = "postgres"
+
+    def __init__(self, dsn: str, *, schema: str | None = None, prefix: str = "",
+                 pool_min: int = 1, pool_max: int = 10, migrate: str = "auto",
+                 retry_ms: int = 15_000, **kw: Any) -> None:  # fmt: skip
+        clock = kw.pop("clock", None)
+        self._dbclock = None if clock is not None else DbClock("")
+        super().__init__(clock=clock or self._dbclock or DbClock(""), **kw)
+        if schema is not None and not SCHEMA_NAME.match(schema):
+            raise ConfigError(f"invalid schema name {schema!r}: letters, digits, _ (max 63)")
+        if not PREFIX.match(prefix):
+            raise ConfigError(f"invalid table prefix {prefix!r}: lowercase letters, digits, _")
+        if migrate not in ("auto", "off") or not 1 <= pool_min <= pool_max or retry_ms < 0:
+            raise ConfigError("need migrate auto|off, 1 <= pool_min <= pool_max, retry_ms >= 0")
+        try:
+            conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise ConfigError(f"invalid PostgreSQL DSN: {exc}") from exc
+        self.dsn, self.schema, self.prefix, self.retry_ms = dsn, schema, prefix, retry_ms
+        self.dialect = POSTGRES
+        qual = None if schema is None else f'"{schema}"'
+        self._sql = render_all(POSTGRES, prefix, qual)
+        self._meta = f"{qual}.{prefix}meta" if qual else f"{prefix}meta"
+        if self._dbclock is not None:
+            self._dbclock.sql = self._sql["db_clock"]
+        ns = hashlib.sha1(f"{schema}.{prefix}".encode()).hexdigest()[:16]
+        self._ns = f"bunq:{schema}.{prefix}"
+        self._closed = False
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            dsn, min_size=pool_min, max_size=pool_max, kwargs={"autocommit": True},
+            open=True, name=f"bunq-{ns}", num_workers=1)  # fmt: skip
+        self._channel = f"bunq_{ns}"
+        self._local = threading.local()
+        self._listener = _Listener(dsn, self._channel)
+        self._insert_sqls: dict[int, str] = {}
+        self._plain: GroupCommit[_Rows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
+        try:
+            self._call(self._open, migrate == "auto", idempotent=True)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_url(cls, url: str, **kw: Any) -> PostgresBackend:
+        """``postgresql://user@host:port/db?schema=&prefix=&pool_min=&pool_max=&migrate=``.
+
+        bunq's options are removed before the URL reaches libpq; the others
+        (``sslmode``, ``connect_timeout``, ``application_name``...) pass through.
+        """
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        ours = {k: v for k, v in query if k in URL_OPTIONS}
+        dsn = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query
+                                                         if k not in URL_OPTIONS])))  # fmt: skip
+        try:
+            for name in ("pool_min", "pool_max", "retry_ms"):
+                if name in ours:
+                    kw[name] = int(ours[name])
+        except ValueError as exc:
+            raise ConfigError(f"bad number in {url!r}: {exc}") from None
+        for name in ("schema", "prefix", "migrate"):
+            if name in ours:
+                kw[name] = ours[name]
+        return cls(dsn, **kw)
+
+    # -- schema --------------------------------------------------------------------------
+    def _open(self, migrate: bool) -> None:
+        version = self._version()
+        if version == SCHEMA_VERSION:
+            return
+        if version is not None and version > SCHEMA_VERSION:
+            raise ConfigError(f"schema {self._ns} is v{version}, newer than this bunq"
+                              f" (v{SCHEMA_VERSION}); upgrade bunq")  # fmt: skip
+        if not migrate:
+            raise ConfigError(f"schema {self._ns} is {'missing' if version is None else version}"
+                              f"; run `bunq migrate` (or open with migrate=auto)")  # fmt: skip
+        self._migrate()
+
+    def _version(self) -> int | None:
+        with self._read() as tx:
+            if not tx.sql("SELECT to_regclass(%(t)s)", {"t": self._meta})[0][0]:
+                return None
+            rows = tx.q("meta_get", key="schema_version")
+        return int(rows[0][0]) if rows else None
+
+    def migrate(self) -> int:
+        """Create or upgrade bunq's tables; return the schema version. Idempotent.
+
+        Safe while other brokers migrate or run: the DDL runs in one transaction
+        under an advisory lock on the schema name, so concurrent calls queue up.
+        """
+        return self._call(self._migrate, idempotent=True)
+
+    def _migrate(self) -> int:
+        with self._begin() as tx:
+            tx.q("key_lock", key=f"bunq-migrate:{self.schema}")
+            if self.schema is not None:
+                tx.sql(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"', {})
+            for i in range(len(DDL)):
+                tx.q(f"ddl{i}")
+            rows = tx.q("meta_get", key="schema_version")
+            if rows and int(rows[0][0]) > SCHEMA_VERSION:
+                raise ConfigError(f"schema {self._ns} is v{rows[0][0]}, newer than this bunq")
+            tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
+        return SCHEMA_VERSION
+
+    # -- transactions --------------------------------------------------------------------
+    def _checkout(self) -> Conn:
+        if self._closed:
+            raise BackendUnavailable("the PostgreSQL backend is closed")
+        conn: Conn = self._pool.getconn(timeout=max(min(self.retry_ms / 1000, 5.0), 0.1))
+        try:
+            if self._dbclock is not None and time.monotonic() >= self._dbclock.due:
+                self._dbclock.sync(conn)
+        except BaseException:
+            self._pool.putconn(conn)
+            raise
+        return conn
+
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[_PgTx]:
+        conn = self._checkout()
+        try:
+            # A claim's commit need not wait for the WAL flush: if the server crashes
+            # before the flush, the claim is undone and the job is simply leased again.
+            fast = getattr(self._local, "claiming", False)
+            tx = _PgTx(conn, self._sql, [_BEGIN, _ASYNC] if fast else [_BEGIN])
+            try:
+                yield tx
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            if tx.pending and tx.pending[0] == _BEGIN:
+                return  # nothing ran
+            try:
+                tx.cur.execute("; ".join([*tx.pending, "COMMIT"]), prepare=False)
+            except psycopg.OperationalError as exc:
+                raise _CommitUnknown(str(exc)) from exc
+        finally:
+            self._pool.putconn(conn)
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[_PgTx]:
+        # READ COMMITTED gives each statement its own snapshot anyway, so reads run
+        # as autocommit statements: two round trips (BEGIN, COMMIT) fewer.
+        conn = self._checkout()
+        try:
+            yield _PgTx(conn, self._sql, [])
+        finally:
+            self._pool.putconn(conn)
+
+    @contextlib.contextmanager
+    def _collect(self) -> Iterator[_Rows]:
+        # One autocommit statement for every plain add that queued up meanwhile: one
+        # round trip, no BEGIN/COMMIT, the NOTIFY included. COPY for big batches; if
+        # COPY meets an id that exists (a replay after a lost answer), the idempotent
+        # INSERT below keeps the first.
+        tx = _Rows()
+        yield tx
+        conn = self._checkout()
+        try:
+            with conn.cursor() as cur:
+                try:
+                    if len(tx.rows) < COPY_MIN:
+                        raise pge.UniqueViolation  # i.e. use the INSERT below
+                    with cur.copy(self._sql["copy_jobs"]) as cp:
+                        for r in tx.rows:
+                            cp.write_row(_row(r))
+                    for q in {r["queue"] for r in tx.rows}:
+                        self._ring(q)
+                except pge.UniqueViolation:
+                    for i in range(0, len(tx.rows), 500):
+                        self._insert(cur, tx.rows[i : i + 500])
+        except psycopg.OperationalError as exc:
+            raise _CommitUnknown(str(exc)) from exc
+        finally:
+            self._pool.putconn(conn)
+
+    def _insert(self, cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
+        sql = self._insert_sqls.get(len(rows))
+        if sql is None:
+            values = values_rows(POSTGRES, len(rows), len(INSERT_COLS))
+            sql = self._insert_sqls[len(rows)] = self._sql["insert_jobs_idem"].replace(
+                "{values}", values)  # fmt: skip
+        params = {f"v{i}_{j}": v for i, r in enumerate(rows) for j, v in enumerate(_row(r))}
+        cur.execute(sql, {"channel": self._channel, **params})
+
+    def add(self, jobs: Sequence[NewJob]) -> list[Job]:
+        """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
+        if not jobs or not all(_plain(j) for j in jobs):
+            added: list[Job] = self._call(SqlBackend.add, self, jobs)
+            return added
+        prepared = [self._prepare(j) for j in jobs]
+        return self._call(self._plain.run, lambda tx: self._admit(tx, prepared), idempotent=True)
+
+    def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
+        _qn(job.queue)
+        o = job.opts
+        if not -(2**31) <= o.priority < 2**31 or max(o.delay, o.ttl or 0) >= 2**62:
+            raise ValidationError("priority must fit 32 bits and delays/ttl 62 bits")
+        if "\x00" in job.name or (o is not DEFAULT_OPTIONS and any(
+                "\x00" in (v or "") for v in (o.group, o.parent_id, o.unique_key))):  # fmt: skip
+            raise ValidationError("PostgreSQL text cannot hold NUL characters")
+        return super()._prepare(job)
+
+    def _complete_rows(self, tx: Any, chunk: Sequence[tuple[Lease, bytes]],
+                       now: int) -> list[tuple[Any, ...]]:  # fmt: skip
+        rows: list[tuple[Any, ...]] = tx.q(
+            "complete_arrays", now=now, ids=[le.job.id for le, _ in chunk],
+            tokens=[le.token for le, _ in chunk], attempts=[le.attempt for le, _ in chunk],
+            results=[blob for _, blob in chunk])  # fmt: skip
+        return rows
+
+    def _claim(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
+        self._local.claiming = True
+        try:
+            return SqlBackend.lease(self, queue, n, lease_ms, owner)
+        finally:
+            self._local.claiming = False
+
+    def _lock_key(self, tx: Any, key: str) -> None:
+        tx.q("key_lock", key=f"{self._ns}:{key}")
+
+    def _call(self, fn: Callable[..., T], *args: Any, idempotent: bool = False) -> T:
+        """Run one unit of work, retrying transient failures where that is safe."""
+        deadline = time.monotonic() + self.retry_ms / 1000
+        tries = 0
+        with translate_errors():
+            while True:
+                try:
+                    return fn(*args)
+                except (psycopg.Error, _CommitUnknown) as exc:
+                    tries += 1
+                    if isinstance(exc, _CommitUnknown):
+                        retry = idempotent
+                    elif isinstance(exc, pge.UniqueViolation):
+                        retry = tries <= 3  # the winner of a race is visible now
+                    else:
+                        retry = isinstance(exc, psycopg.OperationalError)
+                    pause = min(0.01 * 2**tries, 1.0) * (0.5 + random.random())
+                    if not retry or self._closed or time.monotonic() + pause > deadline:
+                        raise
+                    log.warning("postgres: %s; retry %d in %.0f ms", exc, tries, pause * 1000)
+                    if tries == 1 and isinstance(exc, psycopg.OperationalError):
+                        with contextlib.suppress(Exception):
+                            self._pool.check()  # drop every dead idle connection at once
+                    time.sleep(pause)
+
+    # -- wake-ups ------------------------------------------------------------------------
+    def _ring(self, queue: str) -> None:
+        # A hint (errors ignored: waiters poll) that needs no durability, so its
+        # transaction skips the WAL flush. Plain adds notify in their own statement.
+        if self._closed or not QUEUE_NAME.match(queue):
+            return
+        cmd = f"BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {self._channel}, '{queue}'"
+        with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as conn:
+            conn.execute(cmd + "; COMMIT", prepare=False)
+
+    def wait(self, queue: str, timeout_ms: int) -> bool:
+        """Block until a NOTIFY for ``queue`` arrives or ``timeout_ms`` passes."""
+        return not self._closed and self._listener.wait(queue, max(timeout_ms, 0) / 1000)
+
+    def close(self) -> None:
+        """Stop the listener and close every pooled connection."""
+        if self._closed:
+            return
+        self._closed = True
+        self._listener.stop.set()
+        self._listener._bump("")  # release waiters
+        if self._listener.thread is not None:  # wake it out of notifies() at once
+            with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as c:
+                c.execute(f"NOTIFY {self._channel}")
+            self._listener.thread.join(2.0)
+        self._pool.close()
+
+
+def _retrying(fn: Callable[..., T], idempotent: bool) -> Callable[..., T]:
+    @functools.wraps(fn)
+    def call(self: PostgresBackend, *args: Any, **kw: Any) -> T:
+        return self._call(functools.partial(fn, self, *args, **kw), idempotent=idempotent)
+
+    return call
+
+
+# Retried even after a COMMIT whose answer was lost: a lost lease expires and is swept;
+# a settle or extend re-checks its fence (a repeat answers STALE); the rest converge.
+_IDEMPOTENT = (
+    "complete_many", "fail", "extend", "sweep", "get_job", "get_jobs", "counts",
+    "queues", "get_children_results", "pause", "resume", "is_paused", "drain", "clean",
+    "obliterate", "set_limits", "get_limits", "update_progress", "get_logs", "dlq_list",
+    "dlq_retry", "dlq_purge", "dlq_size", "dlq_remove", "dlq_config", "kv_get", "kv_delete",
+    "kv_list",
+)  # fmt: skip
+# Retried only when the transaction surely rolled back: a repeat could add twice.
+_ONCE = ("add_log", "kv_put")
+for _name in _IDEMPOTENT + _ONCE:
+    setattr(PostgresBackend, _name, _retrying(getattr(SqlBackend, _name), _name in _IDEMPOTENT))
+PostgresBackend.lease = _retrying(PostgresBackend._claim, True)  # type: ignore[method-assign]
