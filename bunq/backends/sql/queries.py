@@ -394,9 +394,8 @@ def values_rows(dialect: Dialect, n: int, width: int) -> str:
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
-    tables = {
-        t: f"{qual}{prefix}{t}" for t in ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta", "kv")
-    }
+    names = ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta", "kv")
+    tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
     stmts = {**Q, **PG_ONLY} if dialect.name == "postgres" else Q
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}

@@ -11,13 +11,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict
 from typing import Any, Protocol
 
-from ...errors import ConfigError, DependencyError, DuplicateJob, JobNotFound, ValidationError
+from ...errors import DependencyError, DuplicateJob, ValidationError
 from ...job import (
-    Attempt,
-    DlqEntry,
     FailureReason,
     Job,
     JobId,
@@ -31,12 +28,12 @@ from ...job import (
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ..base import ALL_CAPABILITIES, Capability, Clock, DlqConfig, QueueLimits, SweepResult
 from ..base import check_queue_name as _qn
+from .admin import SqlAdmin
 from .groupcommit import GroupCommit
 from .queries import Dialect, values_rows
 from .rows import job_from_row, options_blob, pack, unpack
 
 LIVE_STATES = ("waiting", "active", "waiting-children")
-MAX_LOG_LINES = 1000
 
 
 class Tx(Protocol):
@@ -48,7 +45,7 @@ class Tx(Protocol):
     def raw(self, sql: str) -> None: ...
 
 
-class SqlBackend:
+class SqlBackend(SqlAdmin):
     """Backend over one SQL database that is the single source of truth.
 
     :param clock: epoch-ms clock for every decision (tests inject a fake one).
@@ -419,219 +416,8 @@ class SqlBackend:
             gone += [r[0] for r in tx.q("completed_prune_oldest", queue=queue, n=over)]
         self._forget(tx, gone)
 
-    # -- queries -----------------------------------------------------------------------
     def _read(self) -> AbstractContextManager[Tx]:
         return self._begin()
-
-    def get_job(self, job_id: JobId) -> Job | None:
-        with self._read() as tx:
-            rows = tx.q("get_job", id=job_id)
-            if not rows:
-                return None
-            job = job_from_row(rows[0], self.clock())
-            hist = self._history(tx, job_id)
-        return Job(**{**_fields(job), "history": hist})
-
-    def _history(self, tx: Tx, job_id: JobId) -> tuple[Attempt, ...]:
-        return tuple(
-            Attempt(a, e, d, at, None if r is None else FailureReason(r))
-            for a, e, d, at, r in tx.q("attempts_of", id=job_id)
-        )
-
-    def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
-        _qn(queue)
-        page = {"queue": queue, "offset": max(offset, 0), "limit": max(min(limit, 10_000), 0)}
-        with self._read() as tx:
-            now = self.clock()
-            if state is JobState.PAUSED or state is JobState.WAITING:
-                if (state is JobState.PAUSED) != self._paused(tx, queue):
-                    return []
-                rows = tx.q("jobs_waiting", now=now, **page)
-            elif state is JobState.DELAYED:
-                rows = tx.q("jobs_delayed", now=now, **page)
-            elif state in (JobState.COMPLETED, JobState.FAILED):
-                rows = tx.q("jobs_finished", state=state.value, **page)
-            else:
-                rows = tx.q("jobs_in_state", state=state.value, **page)
-        return [job_from_row(r, now) for r in rows]
-
-    def counts(self, queue: str) -> dict[JobState, int]:
-        _qn(queue)
-        out = dict.fromkeys(JobState, 0)
-        with self._read() as tx:
-            for state, delayed, n in tx.q("counts", queue=queue, now=self.clock()):
-                st = JobState.DELAYED if delayed else JobState(state)
-                out[st] += n
-            if self._paused(tx, queue):
-                out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
-        return out
-
-    def queues(self) -> list[str]:
-        with self._read() as tx:
-            return sorted(r[0] for r in tx.q("queue_names"))
-
-    def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
-        with self._read() as tx:
-            return {jid: unpack(res) for jid, res in tx.q("children_results", id=parent_id)}
-
-    # -- queue control -----------------------------------------------------------------
-    def _paused(self, tx: Tx, queue: str) -> bool:
-        rows = tx.q("queue_get", queue=queue)
-        return bool(rows and rows[0][0])
-
-    def pause(self, queue: str) -> None:
-        with self._begin() as tx:
-            tx.q("queue_upsert_paused", queue=_qn(queue), paused=1)
-
-    def resume(self, queue: str) -> None:
-        with self._begin() as tx:
-            tx.q("queue_upsert_paused", queue=_qn(queue), paused=0)
-        self._ring(queue)
-
-    def is_paused(self, queue: str) -> bool:
-        with self._read() as tx:
-            return self._paused(tx, _qn(queue))
-
-    def drain(self, queue: str) -> int:
-        with self._begin() as tx:
-            gone = [r[0] for r in tx.q("drain", queue=_qn(queue))]
-            self._forget(tx, gone)
-        return len(gone)
-
-    def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
-        _qn(queue)
-        if state in (JobState.ACTIVE, JobState.WAITING_CHILDREN, JobState.PAUSED):
-            raise ConfigError(f"clean does not remove {state.value} jobs")
-        with self._begin() as tx:
-            now = self.clock()
-            args = {"queue": queue, "before": now - max(grace_ms, 0), "limit": max(limit, 0)}
-            if state in (JobState.WAITING, JobState.DELAYED):
-                rows = tx.q("clean_waiting", now=now, delayed=state is JobState.DELAYED, **args)
-            else:
-                rows = tx.q("clean", state=state.value, **args)
-            gone = [r[0] for r in rows]
-            self._forget(tx, gone)
-        return gone
-
-    def obliterate(self, queue: str, force: bool = False) -> None:
-        with self._begin() as tx:
-            if not force and tx.q("count_active", queue=_qn(queue))[0][0]:
-                raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
-            self._forget(tx, [r[0] for r in tx.q("obliterate", queue=queue)])
-            tx.q("obliterate_queue", queue=queue)
-
-    def set_limits(self, queue: str, limits: QueueLimits) -> None:
-        with self._begin() as tx:
-            tx.q("queue_set_limits", queue=_qn(queue), limits=pack(asdict(limits)))
-            tx.q("rate_set", queue=queue, tokens=None, at=None)
-
-    def get_limits(self, queue: str) -> QueueLimits:
-        with self._read() as tx:
-            rows = tx.q("queue_get", queue=_qn(queue))
-        if not rows or rows[0][1] is None:
-            return QueueLimits()
-        return QueueLimits(**unpack(rows[0][1]))
-
-    # -- per-job data ------------------------------------------------------------------
-    def update_progress(self, job_id: JobId, progress: int) -> None:
-        if isinstance(progress, bool) or not isinstance(progress, int) or not 0 <= progress <= 100:
-            raise ValidationError("progress must be an integer in [0, 100]", field="progress")
-        with self._begin() as tx:
-            if not tx.q("progress", id=job_id, progress=progress):
-                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
-
-    def add_log(self, job_id: JobId, line: str) -> None:
-        if not isinstance(line, str):
-            raise ValidationError("a log line must be a string", field="line")
-        with self._begin() as tx:
-            if not tx.q("job_state", id=job_id):
-                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
-            n = tx.q("log_next", id=job_id)[0][0]
-            tx.q("log_add", id=job_id, n=n, line=line[:10_000])
-            tx.q("log_trim", id=job_id, n=n - MAX_LOG_LINES)
-
-    def get_logs(self, job_id: JobId) -> list[str]:
-        with self._read() as tx:
-            return [r[0] for r in tx.q("logs", id=job_id)]
-
-    # -- dead-letter queue -------------------------------------------------------------
-    def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
-        with self._read() as tx:
-            now = self.clock()
-            out = []
-            for row in tx.q("dlq_list", queue=_qn(queue), limit=max(limit, 0),
-                            offset=max(offset, 0)):  # fmt: skip
-                job = job_from_row(row, now)
-                hist = self._history(tx, job.id)
-                out.append(DlqEntry(Job(**{**_fields(job), "history": hist}),
-                                    job.reason or FailureReason.UNKNOWN, job.error, hist,
-                                    row[21] or 0, row[22]))  # fmt: skip
-        return out
-
-    def dlq_retry(self, queue: str, job_id: JobId | None = None) -> int:
-        with self._begin() as tx:
-            now = self.clock()
-            if job_id is None:
-                rows = tx.q("dlq_retry_all", queue=_qn(queue), now=now, auto=0)
-            else:
-                rows = tx.q("dlq_retry_one", queue=_qn(queue), id=job_id, now=now, auto=0)
-        self._ring(queue)
-        return len(rows)
-
-    def dlq_purge(self, queue: str) -> int:
-        with self._begin() as tx:
-            gone = [r[0] for r in tx.q("dlq_purge", queue=_qn(queue))]
-            self._forget(tx, gone)
-        return len(gone)
-
-    def dlq_size(self, queue: str) -> int:
-        with self._read() as tx:
-            return int(tx.q("dlq_size", queue=_qn(queue))[0][0])
-
-    def dlq_remove(self, queue: str, job_id: JobId) -> bool:
-        with self._begin() as tx:
-            gone = [r[0] for r in tx.q("dlq_remove", queue=_qn(queue), id=job_id)]
-            self._forget(tx, gone)
-        return bool(gone)
-
-    def dlq_config(self, queue: str, config: DlqConfig | None = None) -> DlqConfig:
-        _qn(queue)
-        if config is not None:
-            with self._begin() as tx:
-                tx.q("queue_set_dlq", queue=queue, dlq=pack(asdict(config)))
-            return config
-        with self._read() as tx:
-            rows = tx.q("queue_get", queue=queue)
-        if not rows or rows[0][2] is None:
-            return DlqConfig()
-        return DlqConfig(**unpack(rows[0][2]))
-
-    # -- small shared records ----------------------------------------------------------
-    def kv_get(self, ns: str, key: str) -> bytes | None:
-        with self._read() as tx:
-            rows = tx.q("kv_get", ns=ns, key=key)
-        return bytes(rows[0][0]) if rows else None
-
-    def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
-               create: bool = False) -> bool:  # fmt: skip
-        with self._begin() as tx:
-            if create:
-                return bool(tx.q("kv_create", ns=ns, key=key, value=value))
-            if expected is None:
-                return bool(tx.q("kv_set", ns=ns, key=key, value=value))
-            return bool(tx.q("kv_cas", ns=ns, key=key, value=value, expected=expected))
-
-    def kv_delete(self, ns: str, key: str) -> bool:
-        with self._begin() as tx:
-            return bool(tx.q("kv_delete", ns=ns, key=key))
-
-    def kv_list(self, ns: str) -> dict[str, bytes]:
-        with self._read() as tx:
-            return {k: bytes(v) for k, v in tx.q("kv_list", ns=ns)}
-
-
-def _fields(job: Job) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in job.__dataclass_fields__}
 
 
 def iter_chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
