@@ -14,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import logging
-import operator
 import random
 import re
 import threading
@@ -29,210 +27,33 @@ from psycopg import errors as pge
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from ...errors import BackendError, BackendUnavailable, ConfigError, DuplicateJob, ValidationError
+from ...errors import BackendUnavailable, ConfigError, ValidationError
 from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob
 from ..base import QUEUE_NAME
 from ..base import check_queue_name as _qn
 from .groupcommit import GroupCommit
+from .pgconn import (
+    COPY_MIN,
+    Conn,
+    DbClock,
+    _CommitUnknown,
+    _Listener,
+    _PgTx,
+    _plain,
+    _row,
+    _Rows,
+    log,
+    translate_errors,
+)
 from .queries import DDL, INSERT_COLS, POSTGRES, SCHEMA_VERSION, render_all, values_rows
 from .store import SqlBackend
 
-log = logging.getLogger("bunq.postgres")
 T = TypeVar("T")
-Conn = psycopg.Connection[Any]
 
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]{0,31})?$")
 URL_OPTIONS = ("schema", "prefix", "pool_min", "pool_max", "migrate", "retry_ms")
-COPY_MIN = 64  # bulk adds of at least this many plain jobs go through COPY
-_row = operator.itemgetter(*INSERT_COLS)
 _BEGIN, _ASYNC = "BEGIN", "SET LOCAL synchronous_commit = off"
-
-
-def _plain(job: NewJob) -> bool:
-    o = job.opts
-    return o.job_id is None and o.unique_key is None and not o.depends_on
-
-
-class _CommitUnknown(Exception):
-    """The connection broke while COMMIT was in flight: it may or may not have landed."""
-
-
-@contextlib.contextmanager
-def translate_errors() -> Iterator[None]:
-    """Turn psycopg errors into bunq errors (``raise ... from exc``), once, here."""
-    try:
-        yield
-    except _CommitUnknown as exc:
-        raise BackendUnavailable(f"postgres: connection lost during COMMIT, outcome unknown"
-                                 f" ({exc.__cause__})") from exc.__cause__  # fmt: skip
-    except pge.UniqueViolation as exc:
-        raise DuplicateJob(f"postgres: {exc.diag.message_primary}",
-                           constraint=exc.diag.constraint_name) from exc  # fmt: skip
-    except psycopg.OperationalError as exc:
-        raise BackendUnavailable(f"postgres unavailable: {exc}") from exc
-    except psycopg.Error as exc:
-        raise BackendError(f"postgres: {exc}") from exc
-
-
-class DbClock:
-    """Epoch ms of the database server, read without a round trip.
-
-    ``sync`` reads ``clock_timestamp()`` three times and keeps the sample with the
-    shortest round trip, anchored at its midpoint on the local monotonic clock;
-    the error is at most half that round trip (``error_ms``) plus the monotonic
-    clock's drift until the next sync (every ``every_s``; ppm, so < 1 ms).
-    """
-
-    def __init__(self, sql: str, every_s: float = 30.0) -> None:
-        self.sql = sql
-        self.every_s = every_s
-        self._anchor = (time.time() * 1000.0, time.monotonic())
-        self.offset_ms = 0.0  # database minus local wall clock, for diagnostics
-        self.error_ms = float("inf")
-        self.due = 0.0
-
-    def __call__(self) -> int:
-        db, mono = self._anchor
-        return int(db + (time.monotonic() - mono) * 1000.0)
-
-    def sync(self, conn: Conn) -> None:
-        """Measure the database clock on ``conn`` (autocommit, no open transaction)."""
-        best: tuple[float, float, float] | None = None
-        for _ in range(3):
-            t0 = time.monotonic()
-            row = conn.execute(self.sql, prepare=False).fetchone()
-            t1 = time.monotonic()
-            if row is not None and (best is None or t1 - t0 < best[0]):
-                best = (t1 - t0, float(row[0]), (t0 + t1) / 2)
-        assert best is not None
-        rtt, db, mid = best
-        self._anchor = (db, mid)
-        self.offset_ms = db - (time.time() - (time.monotonic() - mid)) * 1000.0
-        self.error_ms = rtt * 500.0
-        self.due = time.monotonic() + self.every_s
-
-
-class _PgTx:
-    """One transaction (or autocommit reads) on a pooled connection."""
-
-    __slots__ = ("conn", "cur", "stmts", "pending")
-
-    def __init__(self, conn: Conn, stmts: dict[str, str], begin: list[str]) -> None:
-        self.conn = conn
-        self.cur = conn.cursor()
-        self.stmts = stmts
-        self.pending = begin  # sent ahead of the next statement
-
-    def _flush(self) -> None:
-        if self.pending:
-            cmds, self.pending = self.pending, []
-            self.cur.execute("; ".join(cmds), prepare=False)
-
-    def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
-        return self.sql(self.stmts[_stmt], params)
-
-    def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        self._flush()
-        self.cur.execute(text, params)
-        return self.cur.fetchall() if self.cur.description is not None else []
-
-    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
-        self._flush()
-        if _stmt == "insert_job" and len(rows) >= COPY_MIN:
-            with self.cur.copy(self.stmts["copy_jobs"]) as cp:
-                for r in rows:
-                    cp.write_row(_row(r))
-        elif len(rows) == 1:
-            self.cur.execute(self.stmts[_stmt], rows[0])
-        else:
-            self.cur.executemany(self.stmts[_stmt], rows)
-
-    def raw(self, sql: str) -> None:
-        self.pending.append(sql)  # savepoints: merged into the next round trip
-
-
-class _Rows:
-    """The "transaction" of plain admissions: rows collected, inserted by one statement."""
-
-    __slots__ = ("rows", "mark")
-
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
-        self.mark = 0
-
-    def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
-        raise AssertionError("plain admissions run no queries")
-
-    sql = q
-
-    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
-        self.rows += rows
-
-    def raw(self, sql: str) -> None:  # group commit's savepoints, kept in memory
-        if sql.startswith("SAVEPOINT"):
-            self.mark = len(self.rows)
-        elif sql.startswith("ROLLBACK"):
-            del self.rows[self.mark :]
-
-
-class _Listener:
-    """A LISTEN connection read by a daemon thread (started by the first ``wait``).
-
-    Each NOTIFY bumps its queue's counter; a waiter returns once the counter
-    differs from the one it saw last, so a ring between a failed lease and the next
-    wait is never lost. A (re)connect bumps every queue: anything may have been missed.
-    """
-
-    def __init__(self, dsn: str, channel: str) -> None:
-        self.dsn, self.channel = dsn, channel
-        self.cond = threading.Condition()
-        self.seq: dict[str, int] = {}
-        self.epoch = 0
-        self.seen = threading.local()
-        self.thread: threading.Thread | None = None
-        self.stop = threading.Event()
-
-    def wait(self, queue: str, timeout_s: float) -> bool:
-        with self.cond:
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="bunq-pg-listen", daemon=True)
-                self.thread.start()
-            seen: dict[str, tuple[int, int]] = self.seen.__dict__.setdefault("d", {})
-            last = seen.get(queue)
-            if last is None or last != self._key(queue):
-                seen[queue] = self._key(queue)
-                return True
-            woke = self.cond.wait_for(lambda: self._key(queue) != last, timeout_s)
-            seen[queue] = self._key(queue)
-            return bool(woke) and not self.stop.is_set()
-
-    def _key(self, queue: str) -> tuple[int, int]:
-        return self.epoch + self.stop.is_set(), self.seq.get(queue, 0)
-
-    def _run(self) -> None:
-        delay = 0.05
-        while not self.stop.is_set():
-            try:
-                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
-                    conn.execute(f"LISTEN {self.channel}")
-                    self._bump(None)
-                    delay = 0.05
-                    while not self.stop.is_set():
-                        for n in conn.notifies(timeout=1.0):
-                            self._bump(n.payload)
-            except psycopg.Error as exc:
-                log.debug("LISTEN connection lost (%s); reconnecting", exc)
-                self.stop.wait(delay)
-                delay = min(delay * 2, 2.0)
-
-    def _bump(self, queue: str | None) -> None:
-        with self.cond:
-            if queue is None:
-                self.epoch += 1
-            else:
-                self.seq[queue] = self.seq.get(queue, 0) + 1
-            self.cond.notify_all()
 
 
 class PostgresBackend(SqlBackend):
