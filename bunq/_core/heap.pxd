@@ -17,7 +17,7 @@ cdef class IndexedHeap:
     cdef long long* _kprio        # key index -> priority of its live slot
     cdef Py_ssize_t* _free        # stack of free key indexes
     cdef Py_ssize_t _nfree
-    cdef Py_ssize_t _kcap         # key-index capacity (== len(_keys))
+    cdef Py_ssize_t _kcap         # key-index arrays allocated (>= len(_keys))
     cdef list _keys               # key index -> key object, None if free
     cdef list _kiobj              # key index -> cached int object of that index
     cdef dict _index              # live key -> key index (as int)

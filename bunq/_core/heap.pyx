@@ -34,6 +34,8 @@
 """Indexed 4-ary max-priority heap with O(1) lazy discard."""
 
 cimport cython
+from cpython.dict cimport PyDict_SetDefault
+from cpython.list cimport PyList_GET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.number cimport PyNumber_Index
 
@@ -41,14 +43,24 @@ from types import GenericAlias
 
 cdef long long _MAX_SEQ = 9223372036854775806  # 2**63 - 2, so -1 - seq fits too
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define bunq_prefetch(p) __builtin_prefetch(p)
+    #else
+    #define bunq_prefetch(p) ((void)0)
+    #endif
+    """
+    void bunq_prefetch(const void* p) noexcept nogil
+
 
 cdef inline bint _before(const HeapSlot* a, const HeapSlot* b) noexcept nogil:
-    # True when a must pop before b.
-    if a.priority != b.priority:
-        return a.priority > b.priority
-    if a.order != b.order:
-        return a.order < b.order
-    return a.stamp < b.stamp
+    # True when a must pop before b. Written with & and | rather than `and`/
+    # `or` so the compiler emits flag arithmetic instead of branches: with few
+    # priority levels most comparisons tie on priority, and those branches
+    # mispredict (bench/core.py "IndexedHeap push+pop").
+    return (a.priority > b.priority) | ((a.priority == b.priority) & (
+        (a.order < b.order) | ((a.order == b.order) & (a.stamp < b.stamp))))
 
 
 cdef inline long long _as_int64(object value) except? -1:
@@ -195,7 +207,8 @@ cdef class IndexedHeap:
             self._sift_down(0)
 
     cdef void _drop_stale_top(self) noexcept nogil:
-        while self._n > 0 and self._kstamp[self._slots[0].key_index] != self._slots[0].stamp:
+        # _stale == 0 skips the _kstamp load (a cache miss on big heaps).
+        while self._stale and self._kstamp[self._slots[0].key_index] != self._slots[0].stamp:
             self._remove_root()
             self._stale -= 1
 
@@ -238,24 +251,30 @@ cdef class IndexedHeap:
         cdef long long prio = _as_int64(priority)
         cdef Py_ssize_t ki
         cdef HeapSlot* slot
-        if key in self._index:
-            raise ValueError(f"key already in heap: {key!r}")
         if seq is None:
             if self._next_seq > _MAX_SEQ:
                 raise OverflowError("admission counter exhausted")
             s = self._next_seq
-            self._next_seq += 1
         else:
             s = _checked_seq(seq)
-            if s >= self._next_seq:
-                self._next_seq = s + 1
         self._reserve_slot()
         ki = self._alloc_key()
+        kio = self._kiobj[ki]
+        # One hash lookup both checks for a live key and inserts this one.
+        try:
+            found = <object>PyDict_SetDefault(self._index, key, kio)
+        except BaseException:  # unhashable key, or its __eq__ raised
+            self._release_key(ki)
+            raise
+        if found is not kio:
+            self._release_key(ki)
+            raise ValueError(f"key already in heap: {key!r}")
+        if s >= self._next_seq:
+            self._next_seq = s + 1
         self._stamp += 1
         self._kstamp[ki] = self._stamp
         self._kprio[ki] = prio
         self._keys[ki] = key
-        self._index[key] = self._kiobj[ki]
         slot = &self._slots[self._n]
         slot.priority = prio
         slot.order = -1 - s if lifo else s
@@ -276,6 +295,9 @@ cdef class IndexedHeap:
         if self._n == 0:
             raise IndexError("pop from an empty IndexedHeap")
         ki = self._slots[0].key_index
+        # The key object was last touched at push time and is usually out of
+        # cache; start loading it now so the miss overlaps the sift-down.
+        bunq_prefetch(PyList_GET_ITEM(self._keys, ki))
         self._remove_root()
         key = self._keys[ki]
         self._keys[ki] = None

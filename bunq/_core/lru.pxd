@@ -21,9 +21,8 @@ cdef class LRUCache:
     cdef Py_ssize_t _maxsize
     cdef Py_ssize_t _evictions
 
-    cdef Py_ssize_t _new_slot(self, object key, object value) except -1
+    cdef Py_ssize_t _alloc_slot(self) except -1
     cdef void _drop_slot(self, Py_ssize_t i) noexcept
-    cdef int _evict_oldest(self) except -1
 
 
 cdef class BoundedSet:

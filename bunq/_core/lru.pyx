@@ -13,9 +13,9 @@
 #                 next[] as a free list
 #
 # A hit is one dict lookup plus four C stores to move the slot to the tail.
-# Slots are reused, so there are at most maxsize + 1 of them (an insert
-# happens before the eviction it causes) and no per-entry allocation once the
-# cache is warm.
+# A put is one dict.setdefault() (plus a delete when it evicts): when the
+# cache is full the candidate slot is the LRU one, recycled in place. So
+# there are at most maxsize slots and no per-entry allocation once warm.
 #
 # BoundedSet uses the same chain in FIFO order (no move on re-add) and
 # evicts a batch of the oldest keys when it overflows, like bunqueue's
@@ -24,8 +24,13 @@
 """LRU cache and FIFO-bounded set over a slot chain."""
 
 cimport cython
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetDefault
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.number cimport PyNumber_Index
+from cpython.ref cimport PyObject
+
+cdef extern from "Python.h":
+    Py_ssize_t _dict_size "PyDict_GET_SIZE"(object d) noexcept
 
 import sys
 from types import GenericAlias
@@ -167,25 +172,15 @@ cdef class LRUCache:
     def __dealloc__(self):
         chain_free(&self._chain)
 
-    # boundscheck/wraparound off: slot numbers come from the chain, always in
-    # range of the lists; measured by bench/core.py "LRU get/put".
-    @cython.boundscheck(False)
-    @cython.wraparound(False)
-    cdef Py_ssize_t _new_slot(self, object key, object value) except -1:
+    cdef Py_ssize_t _alloc_slot(self) except -1:
+        # A free slot number whose key/value entries exist (None) in the lists.
         cdef Py_ssize_t i = chain_alloc(&self._chain)
         if i == len(self._keys):
-            self._keys.append(key)
-            self._values.append(value)
+            self._keys.append(None)
+            self._values.append(None)
             self._slotobj.append(i)
-        else:
-            self._keys[i] = key
-            self._values[i] = value
-        self._index[key] = self._slotobj[i]
-        chain_append(&self._chain, i)
         return i
 
-    @cython.boundscheck(False)  # bench/core.py "LRU get/put"
-    @cython.wraparound(False)
     cdef void _drop_slot(self, Py_ssize_t i) noexcept:
         # Caller already removed the key from _index.
         chain_unlink(&self._chain, i)
@@ -193,15 +188,7 @@ cdef class LRUCache:
         self._keys[i] = None
         self._values[i] = None
 
-    cdef int _evict_oldest(self) except -1:
-        cdef Py_ssize_t i = self._chain.head
-        key = self._keys[i]
-        del self._index[key]
-        self._drop_slot(i)
-        self._evictions += 1
-        return 0
-
-    @cython.boundscheck(False)  # bench/core.py "LRU get/put"
+    @cython.boundscheck(False)  # bench/core.py "LRU get/put 80/20"
     @cython.wraparound(False)
     def get(self, key, default=None):
         """Return the value of ``key`` and mark it most recently used.
@@ -211,16 +198,16 @@ cdef class LRUCache:
         Complexity: O(1).
         """
         cdef Py_ssize_t i
-        obj = self._index.get(key)
-        if obj is None:
+        cdef PyObject* found = PyDict_GetItemWithError(self._index, key)
+        if found == NULL:
             return default
-        i = obj
+        i = <Py_ssize_t><object>found
         if i != self._chain.tail:
             chain_unlink(&self._chain, i)
             chain_append(&self._chain, i)
         return self._values[i]
 
-    @cython.boundscheck(False)  # bench/core.py "LRU get/put"
+    @cython.boundscheck(False)  # bench/core.py "LRU get/put 80/20"
     @cython.wraparound(False)
     def put(self, key, value):
         """Set ``key`` to ``value`` and mark it most recently used.
@@ -229,18 +216,38 @@ cdef class LRUCache:
 
         Complexity: O(1).
         """
-        cdef Py_ssize_t i
-        obj = self._index.get(key)
-        if obj is not None:
-            i = obj
+        # One dict operation decides "update" vs "insert": setdefault() with
+        # a candidate slot, which is the LRU slot itself when the cache is
+        # full (insert-then-evict and evict-then-insert leave the same state).
+        cdef Py_ssize_t i, before = _dict_size(self._index)
+        cdef bint full = before >= self._maxsize
+        if full:
+            i = self._chain.head
+        else:
+            i = self._alloc_slot()
+        slot = self._slotobj[i]
+        try:
+            found = <object>PyDict_SetDefault(self._index, key, slot)
+        except BaseException:  # unhashable key, or its __eq__ raised
+            if not full:
+                chain_release(&self._chain, i)
+            raise
+        if _dict_size(self._index) == before:  # key was present: update it
+            if not full:
+                chain_release(&self._chain, i)
+            i = found
             self._values[i] = value
             if i != self._chain.tail:
                 chain_unlink(&self._chain, i)
                 chain_append(&self._chain, i)
             return
-        self._new_slot(key, value)
-        if len(self._index) > self._maxsize:
-            self._evict_oldest()
+        if full:  # recycle the LRU slot
+            del self._index[self._keys[i]]
+            chain_unlink(&self._chain, i)
+            self._evictions += 1
+        self._keys[i] = key
+        self._values[i] = value
+        chain_append(&self._chain, i)
 
     def pop(self, key, default=None):
         """Remove ``key`` and return its value, or ``default`` if absent.

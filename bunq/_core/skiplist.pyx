@@ -151,10 +151,6 @@ cdef class SkipList:
 
     # -- public API ------------------------------------------------------
 
-    # boundscheck/wraparound off: update[]/rank[] are C arrays sized
-    # MAX_HEIGHT >= max_level; measured by bench/core.py "SkipList insert+pop_min".
-    @cython.boundscheck(False)
-    @cython.wraparound(False)
     def insert(self, key, double score):
         """Add ``key`` with ``score``; raise ``ValueError`` if present or NaN.
 
@@ -277,8 +273,6 @@ cdef class SkipList:
             lim -= 1
         return out
 
-    @cython.boundscheck(False)  # bench/core.py "SkipList insert+pop_min"
-    @cython.wraparound(False)
     def pop_min(self):
         """Remove and return the first ``(key, score)``; ``IndexError`` if empty.
 

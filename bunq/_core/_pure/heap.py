@@ -46,16 +46,15 @@ class IndexedHeap(Generic[K]):
     def push(self, key: K, priority: int, lifo: bool = False, seq: int | None = None) -> None:
         """Add ``key``; ``ValueError`` if live or ``seq`` out of range. O(log n)."""
         prio = as_int64(priority)
-        if key in self._live:
-            raise ValueError(f"key already in heap: {key!r}")
         if seq is None:
             if self._next_seq > MAX_SEQ:
                 raise OverflowError("admission counter exhausted")
             s = self._next_seq
-            self._next_seq += 1
         else:
             s = checked_seq(seq)
-            self._next_seq = max(self._next_seq, s + 1)
+        if key in self._live:
+            raise ValueError(f"key already in heap: {key!r}")
+        self._next_seq = max(self._next_seq, s + 1)
         self._stamp += 1
         self._live[key] = (self._stamp, prio)
         heapq.heappush(self._entries, (-prio, -1 - s if lifo else s, self._stamp, key))

@@ -45,16 +45,15 @@ class MinHeap(Generic[K]):
         at = as_float(run_at)
         if at != at:
             raise ValueError("run_at must not be NaN")
-        if key in self._live:
-            raise ValueError(f"key already in heap: {key!r}")
         if seq is None:
             if self._next_seq > MAX_SEQ:
                 raise OverflowError("admission counter exhausted")
             s = self._next_seq
-            self._next_seq += 1
         else:
             s = checked_seq(seq)
-            self._next_seq = max(self._next_seq, s + 1)
+        if key in self._live:
+            raise ValueError(f"key already in heap: {key!r}")
+        self._next_seq = max(self._next_seq, s + 1)
         self._stamp += 1
         self._live[key] = (self._stamp, at)
         heapq.heappush(self._entries, (at, s, self._stamp, key))

@@ -26,8 +26,8 @@ settings.register_profile(
 )
 settings.register_profile(
     "ci",
-    max_examples=200,
-    stateful_step_count=80,
+    max_examples=150,
+    stateful_step_count=70,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -141,6 +141,7 @@ def test_heap_errors(impl: SimpleNamespace) -> None:
     with pytest.raises(TypeError):
         h.push(["unhashable"], 1)
     assert len(h) == 1 and "b" not in h
+    h._check()  # failed pushes leave no trace
     h.push("b", -(2**63), seq=2**63 - 2)
     with pytest.raises(OverflowError):
         h.push("c", 0)  # admission counter exhausted

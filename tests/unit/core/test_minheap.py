@@ -77,6 +77,9 @@ def test_minheap_errors(impl: SimpleNamespace) -> None:
         t.push("x", 2.0)
     with pytest.raises(ValueError):
         t.push("y", 2.0, seq=-1)
+    with pytest.raises(TypeError):
+        t.push({}, 2.0)
+    t._check()  # failed pushes leave no trace
     assert t.run_at_of("x") == 1.0 and isinstance(t.run_at_of("x"), float)
     for ratio in (-1, 2, math.nan):
         with pytest.raises(ValueError):
