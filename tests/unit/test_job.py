@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import multiprocessing
+import re
+
+import pytest
+
+from bunq.errors import ValidationError
+from bunq.job import Backoff, JobOptions, UniqueStrategy, new_job_id
+
+UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def test_job_ids_are_uuid7_shaped_unique_and_time_ordered() -> None:
+    ids = [new_job_id() for _ in range(50_000)]
+    assert all(UUID7.match(i) for i in ids[:100])
+    assert len(set(ids)) == len(ids)
+    assert ids == sorted(ids)
+
+
+def _child_ids(q: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    q.put([new_job_id() for _ in range(1000)])
+
+
+def test_forked_children_never_repeat_the_parent_ids() -> None:
+    parent = {new_job_id() for _ in range(1000)}
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_child_ids, args=(q,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = [set(q.get(timeout=10)), set(q.get(timeout=10))]
+    for p in procs:
+        p.join()
+    assert not (got[0] & got[1]) and not (got[0] & parent) and not (got[1] & parent)
+
+
+def test_options_parse_defaults_and_values() -> None:
+    assert JobOptions.parse({}) == JobOptions()
+    o = JobOptions.parse({"priority": 5, "delay": 10, "backoff": 250, "unique_key": "k",
+                          "unique_strategy": "extend", "depends_on": ["a"]})  # fmt: skip
+    assert o.backoff == Backoff("fixed", 250) and o.unique_strategy is UniqueStrategy.EXTEND
+    assert o.depends_on == ("a",)
+    full = JobOptions.parse({"backoff": {"type": "exponential", "delay": 10, "cap": 40,
+                                         "jitter": 0.5}})  # fmt: skip
+    assert full.backoff == Backoff("exponential", 10, 40, 0.5)
+
+
+@pytest.mark.parametrize("opts", [
+    {"x": 1}, {"priority": None}, {"delay": 1.5}, {"attempts": 10_001},
+    {"backoff": {"delay": 1, "bogus": 2}}, {"backoff": {"jitter": 2}}, {"group": ""},
+    {"depends_on": [1]}, {"unique_key": "k" * 2000},
+])  # fmt: skip
+def test_bad_options_name_the_field(opts: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        JobOptions.parse(opts)
+
+
+def test_options_roundtrip_through_plain_data() -> None:
+    o = JobOptions.parse({"priority": 2, "backoff": {"type": "fixed", "delay": 7}, "lifo": True})
+    d = o.to_dict()
+    d["backoff"] = Backoff(**d["backoff"])
+    d["unique_strategy"] = UniqueStrategy(d["unique_strategy"])
+    d["depends_on"] = tuple(d["depends_on"])
+    assert JobOptions(**d) == o

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from bunq import connect
+from bunq.errors import ConfigError
+from bunq.settings import Settings
+
+
+def test_defaults_and_environment() -> None:
+    s = Settings.from_env({})
+    assert s.backend == "sqlite:///bunq.db" and s.tcp_port == 6789 and s.http_port == 6790
+    s = Settings.from_env({"BUNQ_TCP_PORT": "7000", "BUNQ_AUTH_TOKENS": "a, b", "BUNQ_QUEUE": "q"})
+    assert s.tcp_port == 7000 and s.auth_tokens == ("a", "b") and s.queue == "q"
+    assert Settings.from_env({}, tcp_port=1).tcp_port == 1
+
+
+@pytest.mark.parametrize("env", [{"BUNQ_TCP_PORT": "x"}, {"BUNQ_MAX_PAYLOAD": "-1"}])
+def test_bad_values_raise_config_error(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        Settings.from_env(env)
+
+
+@pytest.mark.parametrize("url", ["nope", "ftp://x", "sqlite://", "sqlite:///:memory:", 42])
+def test_bad_urls_raise_config_error(url: object) -> None:
+    with pytest.raises(ConfigError):
+        connect(url)  # type: ignore[arg-type]
+
+
+def test_sqlite_url_options(tmp_path: object) -> None:
+    b = connect(f"sqlite:///{tmp_path}/x.db?synchronous=full")
+    assert b.kind == "sqlite" and b.synchronous == "FULL"  # type: ignore[attr-defined]
+    b.close()
+    with pytest.raises(ConfigError):
+        connect(f"sqlite:///{tmp_path}/x.db?bogus=1")
