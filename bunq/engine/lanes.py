@@ -44,17 +44,22 @@ class Lanes:
         self.group_windows: dict[str, SlidingWindow] = {}
 
     def push(self, rec: Rec, eseq: int) -> None:
-        """Make ``rec`` ready with entry number ``eseq``."""
+        """Make ``rec`` ready with entry number ``eseq``.
+
+        Entry numbers only grow, so each heap's own push counter orders its
+        entries exactly as ``eseq`` would; ``eseq`` is kept on the record to
+        compare the heads of different lanes.
+        """
         rec.eseq = eseq
         group = rec.group
         if group is None:
-            self.ready.push(rec.id, rec.priority, rec.lifo, eseq)
+            self.ready.push(rec.id, rec.priority, rec.lifo)
             return
         lane = self.groups.get(group)
         if lane is None:
             lane = self.groups[group] = IndexedHeap()
             self.rotation.append(group)
-        lane.push(rec.id, rec.priority, rec.lifo, eseq)
+        lane.push(rec.id, rec.priority, rec.lifo)
 
     def discard(self, rec: Rec) -> bool:
         """Remove ``rec`` from its lane; return whether it was there."""

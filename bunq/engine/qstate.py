@@ -27,7 +27,7 @@ class QueueState:
     __slots__ = (
         "name", "lanes", "parked", "completed", "dlq", "paused", "limits", "bucket",
         "dlq_config", "has_row", "cond", "nwait", "n_waiting", "n_delayed", "n_active",
-        "n_children", "dlq_evicted",
+        "n_children", "dlq_evicted", "version", "stuck",
     )  # fmt: skip
 
     def __init__(self, name: str) -> None:
@@ -48,6 +48,11 @@ class QueueState:
         self.n_active = 0
         self.n_children = 0
         self.dlq_evicted = 0  # DLQ entries dropped at entry since the last sweep
+        # `version` moves whenever a job may have become leasable (ready, or a slot
+        # freed); a lease that found only blocked lanes records it in `stuck`, and
+        # wait() blocks until it moves again instead of spinning.
+        self.version = 0
+        self.stuck = -1
 
     def total(self) -> int:
         """Return how many jobs the queue holds in any state."""
@@ -57,6 +62,12 @@ class QueueState:
     def idle(self) -> bool:
         """True when the queue can be dropped: no jobs, no settings, no waiters."""
         return not self.has_row and not self.nwait and self.total() == 0
+
+    def wake(self, lock: threading.Lock) -> None:
+        """Note that a job may be leasable; wake long-poll waiters (lock held)."""
+        self.version += 1
+        if self.nwait:
+            self.condition(lock).notify_all()
 
     def condition(self, lock: threading.Lock) -> threading.Condition:
         """Return the long-poll condition (bound to the shard lock), made on first use."""

@@ -72,8 +72,9 @@ class Shard:
 
     def next_seq(self, now: int) -> int:
         """Return a fresh admission number (time-ordered)."""
-        self.seq = max(self.seq + 1, now << 12)
-        return self.seq
+        base = now << 12
+        seq = self.seq = base if base > self.seq else self.seq + 1
+        return seq
 
     def touch(self, rec: Rec) -> None:
         """Note that ``rec`` changed (for the write-behind store)."""
@@ -99,8 +100,7 @@ class Shard:
             self.eseq += 1
             q.lanes.push(rec, self.eseq)
             q.n_waiting += 1
-            if q.nwait:
-                q.condition(self.lock).notify_all()
+            q.wake(self.lock)
         self.next_due = self.delayed.peek()[1] if len(self.delayed) else math.inf
 
     # -- transitions -------------------------------------------------------------------------
@@ -116,8 +116,7 @@ class Shard:
             self.eseq += 1
             q.lanes.push(rec, self.eseq)
             q.n_waiting += 1
-            if q.nwait:
-                q.condition(self.lock).notify_all()
+            q.wake(self.lock)
         if rec.expire_at is not None and rec.id not in self.ttl:
             self.ttl.push(rec.id, rec.expire_at)
         if self.dirty is not None:
@@ -164,6 +163,7 @@ class Shard:
                 ga[group] = left
             else:
                 del ga[group]
+        q.wake(self.lock)
 
     def to_completed(self, q: QueueState, rec: Rec, now: int) -> None:
         """Record ``rec`` as completed; drop the oldest beyond the bound."""

@@ -1,0 +1,156 @@
+"""Settling leases: complete, fail and extend under the fence, and dependents.
+
+The fence is (token, attempt): a settle acts only while the job is active
+with both still matching, else it answers ``STALE`` and changes nothing.
+Completing a job releases the jobs that wait for it (``depends_on``): they
+are collected under ``xlock`` together with the completion and moved to
+waiting afterwards, each under its own shard's lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..job import Attempt, Lease, Settle
+from ..policy import FailDecision
+from .core import Core, encode
+from .record import ACTIVE, CHILDREN, Rec
+from .shard import Shard
+
+OK = Settle.OK
+STALE = Settle.STALE
+
+
+def _fenced(shard: Shard, lease: Lease) -> Rec | None:
+    rec = shard.jobs.get(lease.job.id)
+    if (rec is None or rec.state is not ACTIVE or rec.token != lease.token
+            or rec.attempts != lease.attempt):  # fmt: skip
+        return None
+    return rec
+
+
+def complete(core: Core, lease: Lease, result: Any = None) -> Settle:
+    """Mark the leased job completed with ``result``; STALE if the fence moved on."""
+    return complete_many(core, [(lease, result)])[0]
+
+
+def complete_many(core: Core, items: Sequence[tuple[Lease, Any]]) -> list[Settle]:
+    """Complete several leases; one Settle per item, in order.
+
+    Every result is encoded (and size-checked) before anything changes.
+    """
+    if not items:
+        return []
+    limit = core.max_payload
+    blobs = [None if r is None else encode(r, "result", limit) for _, r in items]
+    out = [STALE] * len(items)
+    by_shard: dict[Shard, list[int]] = {}
+    route = core.route
+    for i, (lease, _) in enumerate(items):
+        shard = route(lease.job.queue)
+        by_shard.setdefault(shard, []).append(i)
+    released: list[Rec] = []
+    for shard, idxs in by_shard.items():
+        with shard.lock, core.xlock:
+            now = core.clock()
+            for i in idxs:
+                if _complete_one(core, shard, items[i][0], blobs[i], now, released):
+                    out[i] = OK
+    if released:
+        release(core, released)
+    if core.store is not None:
+        core.store.kick()
+    return out
+
+
+def _complete_one(core: Core, shard: Shard, lease: Lease, blob: bytes | None, now: int,
+                  released: list[Rec]) -> bool:  # fmt: skip
+    # Shard lock and xlock held.
+    rec = _fenced(shard, lease)
+    if rec is None:
+        return False
+    q = shard.queues[rec.queue]
+    shard.leave_active(q, rec)
+    shard.to_completed(q, rec, now)
+    if rec.opts.unique_key is not None:
+        shard.drop_unique(rec, held_only=True)
+    if core.waiting_on:
+        waiters = core.waiting_on.pop(rec.id, None)
+        if waiters:
+            released.extend(waiters)
+    if rec.opts.remove_on_complete:
+        if shard.jobs.get(rec.id) is rec:
+            shard.forget(q, rec)
+    elif blob is not None:
+        core.results.put(rec.id, blob)
+    return True
+
+
+def release(core: Core, recs: list[Rec]) -> None:
+    """Count one completed dependency off each of ``recs``; wake those with none left."""
+    by_shard: dict[Shard, list[Rec]] = {}
+    for rec in recs:
+        by_shard.setdefault(core.route(rec.queue), []).append(rec)
+    for shard, group in by_shard.items():
+        with shard.lock:
+            now = core.clock()
+            for rec in group:
+                if shard.jobs.get(rec.id) is not rec or rec.state is not CHILDREN:
+                    continue  # removed, or re-admitted under the same id meanwhile
+                rec.pending -= 1
+                if rec.pending > 0:
+                    shard.touch(rec)
+                    continue
+                q = shard.queues[rec.queue]
+                q.n_children -= 1
+                rec.run_at = now
+                shard.to_waiting(q, rec, now)
+
+
+def fail(core: Core, lease: Lease, error: str | None, decision: FailDecision,
+         duration_ms: int = 0) -> Settle:  # fmt: skip
+    """Record a failed attempt and apply ``decision`` (retry, delay or dlq) under the fence.
+
+    ``retry`` spends the attempt and waits until ``decision.run_at``; ``delay``
+    gives the attempt back; ``dlq`` moves the job to the dead-letter queue.
+    """
+    if error is not None:
+        error = str(error)[: core.config.error_max]
+    shard = core.route(lease.job.queue)
+    with shard.lock:
+        now = core.clock()
+        rec = _fenced(shard, lease)
+        if rec is None:
+            return STALE
+        q = shard.queues[rec.queue]
+        shard.leave_active(q, rec)
+        rec.error = error
+        rec.reason = decision.reason
+        if decision.kind != "delay":
+            rec.add_attempt(Attempt(lease.attempt, error, duration_ms, now, decision.reason))
+        if decision.kind == "dlq":
+            shard.to_failed(q, rec, now)
+            shard.drop_unique(rec, held_only=True)
+            if rec.opts.remove_on_fail and shard.jobs.get(rec.id) is rec:
+                shard.forget(q, rec)
+            return OK
+        if decision.kind == "delay":
+            rec.attempts -= 1
+        rec.run_at = max(decision.run_at, now)
+        shard.to_waiting(q, rec, now)
+    if core.store is not None:
+        core.store.kick()
+    return OK
+
+
+def extend(core: Core, lease: Lease, lease_ms: int) -> Settle:
+    """Push the lease's expiry to now + ``lease_ms`` under the fence."""
+    shard = core.route(lease.job.queue)
+    with shard.lock:
+        rec = _fenced(shard, lease)
+        if rec is None:
+            return STALE
+        rec.lease_until = core.clock() + lease_ms
+        shard.touch(rec)
+    return OK

@@ -1,0 +1,348 @@
+"""Admission: ``add`` one or many jobs atomically (all or none).
+
+The semantics are the SQL backends' (``SqlBackend._admit``), step for step:
+a live job holding a custom ``job_id`` is answered instead of a new one (a
+finished one is forgotten and the id reused); a unique key held by a live job
+(or within its TTL) rejects, extends or replaces; unknown dependencies raise
+:class:`~bunq.errors.DependencyError`; a job with pending dependencies waits
+in ``waiting-children``.
+
+Atomicity: every shard the call touches is locked (in index order) for the
+whole call, and each mutation appends to an undo list that is replayed
+backwards if any job of the batch is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
+
+import msgpack
+
+from ..errors import DependencyError, DuplicateJob, ValidationError
+from ..job import Job, NewJob, UniqueStrategy
+from .core import Core, encode, paused_gc
+from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, make_job, snapshot
+from .shard import Shard, UniqueKey
+
+Undo = list[tuple[Any, ...]]
+_packb = msgpack.packb
+BULK = 64  # calls with this many jobs pause the cyclic GC (see core.paused_gc)
+
+
+def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
+    """Admit ``jobs`` atomically; return them as stored (see :meth:`Backend.add`).
+
+    :raises ConfigError: a bad queue name (nothing admitted).
+    :raises ValidationError: a bad job name or unserialisable data.
+    :raises PayloadTooLarge: data over ``max_payload`` bytes encoded.
+    :raises DuplicateJob: a unique key is held (strategy reject).
+    :raises DependencyError: an unknown dependency or a job depending on itself.
+    """
+    if len(jobs) == 1:
+        job = jobs[0]
+        o = job.opts
+        if o.job_id is None and o.unique_key is None and not o.depends_on and not o.parent_id:
+            return _add_single(core, job)
+    elif not jobs:
+        return []
+    if len(jobs) < BULK:
+        return _add_many(core, jobs)
+    with paused_gc():
+        return _add_many(core, jobs)
+
+
+def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
+    route = core.route
+    names = {job.queue for job in jobs}
+    shards = {route(name) for name in names}  # every queue name is checked first
+    limit = core.max_payload
+    blobs = [_blob(job, limit) for job in jobs]
+    plain = len(shards) == 1
+    for job in jobs:
+        o = job.opts
+        if o.job_id is not None or o.unique_key is not None or o.depends_on or o.parent_id:
+            plain = False
+            break
+    if plain:
+        shard = shards.pop()
+        with shard.lock:
+            now = core.clock()
+            if now >= shard.next_due:
+                shard.promote(now)  # due delayed jobs enter their lanes before new ones
+            if len(jobs) == 1:
+                out = [_insert(shard, jobs[0], blobs[0], now)]
+            elif len(names) == 1:
+                out = _insert_many(shard, jobs, blobs, now)
+            else:
+                out = _insert_all(shard, jobs, blobs, now)
+    else:
+        out = _add_locked(core, jobs, blobs)
+    store = core.store
+    if store is not None:
+        if any(job.opts.durable for job in jobs):
+            store.sync()
+        else:
+            store.kick()
+    return out
+
+
+def _add_single(core: Core, job: NewJob) -> list[Job]:
+    # One plain job: the path of a producer adding jobs one by one.
+    shard = core.route(job.queue)
+    blob = _blob(job, core.max_payload)
+    with shard.lock:
+        now = core.clock()
+        if now >= shard.next_due:
+            shard.promote(now)
+        out = [_insert(shard, job, blob, now)]
+    store = core.store
+    if store is not None:
+        if job.opts.durable:
+            store.sync()
+        else:
+            store.kick()
+    return out
+
+
+def _blob(job: NewJob, limit: int) -> bytes:
+    """Validate the job's name and encode its data (the SQL backends' errors)."""
+    name = job.name
+    if not isinstance(name, str) or not name or len(name) > 256:
+        raise ValidationError("job name must be a non-empty string of at most 256")
+    try:
+        blob: bytes = _packb(job.data)
+    except (TypeError, ValueError, OverflowError):
+        return encode(job.data, "data", limit)
+    if len(blob) > limit:
+        encode(job.data, "data", limit)  # raises PayloadTooLarge
+    return blob
+
+
+def _insert(shard: Shard, job: NewJob, blob: bytes, now: int) -> Job:
+    # A job with no lookups: a new record, waiting or delayed (shard lock held). The
+    # ready-at-once case is Shard.to_waiting inlined (the single-add hot path).
+    jid = job.id
+    records = shard.jobs
+    if jid in records:
+        raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
+    o = job.opts
+    queue = job.queue
+    base = now << 12
+    seq = shard.seq = base if base > shard.seq else shard.seq + 1
+    delay = o.delay
+    rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
+    records[jid] = rec
+    q = shard.queues.get(queue) or shard.queue(queue)
+    if delay or o.ttl is not None or o.group is not None:
+        shard.to_waiting(q, rec, now)
+    else:
+        rec.eseq = shard.eseq = shard.eseq + 1
+        q.lanes.ready.push(jid, o.priority, o.lifo)
+        q.n_waiting += 1
+        q.version += 1
+        if q.nwait:
+            q.condition(shard.lock).notify_all()
+        if shard.dirty is not None:
+            shard.dirty[jid] = rec
+    return make_job(jid, queue, job.name, job.data, DELAYED if delay else WAITING, o, 0, now,
+                    now + delay, None, None, 0, None, None, None, (), 0)  # fmt: skip
+
+
+def _insert_many(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: int) -> list[Job]:
+    """Insert a bulk of plain jobs of one queue (shard lock held), all or none.
+
+    The hot path of ``add_bulk``, inlined: a job that is ready at once, with no
+    TTL and no group, goes straight into the ungrouped lane here; any other
+    job takes the general :meth:`Shard.to_waiting`.
+    """
+    queue = jobs[0].queue
+    q = shard.queues.get(queue) or shard.queue(queue)
+    records, ready, dirty = shard.jobs, q.lanes.ready, shard.dirty
+    push = ready.push
+    out: list[Job] = []
+    append = out.append
+    base = now << 12
+    ready_now = 0
+    try:
+        for job, blob in zip(jobs, blobs, strict=True):
+            jid = job.id
+            if jid in records:
+                raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
+            o = job.opts
+            seq = shard.seq = base if base > shard.seq else shard.seq + 1
+            delay = o.delay
+            rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
+            records[jid] = rec
+            if delay or o.ttl is not None or o.group is not None:
+                shard.to_waiting(q, rec, now)
+            else:
+                shard.eseq += 1
+                rec.eseq = shard.eseq
+                push(jid, o.priority, o.lifo)
+                ready_now += 1
+                if dirty is not None:
+                    dirty[jid] = rec
+            append(make_job(jid, queue, job.name, job.data, DELAYED if delay else WAITING, o, 0,
+                            now, now + delay, None, None, 0, None, None, None, (), 0))  # fmt: skip
+    except BaseException:
+        q.n_waiting += ready_now
+        for job in jobs[: len(out)]:  # all or none
+            shard.forget(q, records[job.id])
+        raise
+    if ready_now:
+        q.n_waiting += ready_now
+        q.wake(shard.lock)
+    return out
+
+
+def _insert_all(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: int) -> list[Job]:
+    out: list[Job] = []
+    try:
+        for job, blob in zip(jobs, blobs, strict=True):
+            out.append(_insert(shard, job, blob, now))
+    except BaseException:
+        for job in jobs[: len(out)]:  # all or none
+            shard.forget(shard.queues[job.queue], shard.jobs[job.id])
+        raise
+    return out
+
+
+def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[Job]:
+    # Lookups involved: lock every shard touched (ascending), then xlock; undo on error.
+    while True:
+        wanted = {core.route(job.queue).index for job in jobs}
+        for job in jobs:
+            if job.opts.job_id is not None:
+                found = core.find(job.id)
+                if found is not None:
+                    wanted.add(found[0].index)
+        with ExitStack() as stack:
+            for index in sorted(wanted):
+                stack.enter_context(core.shards[index].lock)
+            stack.enter_context(core.xlock)
+            if not _still_covered(core, jobs, wanted):
+                continue  # a custom id appeared in another shard meanwhile: lock again
+            now = core.clock()
+            for index in sorted(wanted):
+                core.shards[index].promote(now)
+            undo: Undo = []
+            try:
+                return [_admit(core, core.route(job.queue), job, blob, now, undo)
+                        for job, blob in zip(jobs, blobs, strict=True)]  # fmt: skip
+            except BaseException:
+                _rollback(core, undo, now)
+                raise
+
+
+def _still_covered(core: Core, jobs: Sequence[NewJob], wanted: set[int]) -> bool:
+    for job in jobs:
+        if job.opts.job_id is not None:
+            found = core.find(job.id)
+            if found is not None and found[0].index not in wanted:
+                return False
+    return True
+
+
+def _admit(core: Core, shard: Shard, job: NewJob, blob: bytes, now: int, undo: Undo) -> Job:
+    o = job.opts
+    if o.job_id is not None or o.unique_key is not None:
+        existing = _lookups(core, shard, job, now, undo)
+        if existing is not None:
+            return existing
+    deps: list[str] = []
+    if o.depends_on:
+        for dep in dict.fromkeys(o.depends_on):
+            if dep == job.id:
+                raise DependencyError(f"job {job.id} depends on itself", job_id=dep)
+            if not core.dep_done(dep, job.id):
+                deps.append(dep)
+    jobs = shard.jobs
+    if job.id in jobs:
+        raise DuplicateJob(f"a job with id {job.id!r} already exists", job_id=job.id)
+    run_at = now + o.delay
+    rec = Rec(job.id, job.queue, job.name, blob, o, shard.next_seq(now), now, run_at)
+    q = shard.queues.get(job.queue) or shard.queue(job.queue)
+    jobs[job.id] = rec
+    undo.append(("ins", shard, rec))
+    if deps:
+        rec.pending = len(deps)
+        shard.to_children(q, rec)
+        core.register(rec, deps)
+        state = CHILDREN
+    else:
+        shard.to_waiting(q, rec, now)
+        state = DELAYED if o.delay else WAITING
+    if o.parent_id is not None:
+        core.children.setdefault(o.parent_id, {})[job.id] = job.queue
+    return make_job(job.id, job.queue, job.name, job.data, state, o, 0, now, run_at, None, None,
+                    0, None, None, None, (), 0)  # fmt: skip
+
+
+def _lookups(core: Core, shard: Shard, job: NewJob, now: int, undo: Undo) -> Job | None:
+    """Resolve a custom id or unique key; return the job to answer instead, if any."""
+    if job.opts.job_id is not None:
+        found = core.find(job.id)
+        if found is not None:
+            fshard, rec = found
+            if rec.state in LIVE:
+                return snapshot(rec, now)
+            fshard.forget(fshard.queues[rec.queue], rec)  # finished: the id may be reused
+            undo.append(("del", fshard, rec))
+    if job.opts.unique_key is not None:
+        return _claim_unique(shard, job, now, undo)
+    return None
+
+
+def _claim_unique(shard: Shard, job: NewJob, now: int, undo: Undo) -> Job | None:
+    o = job.opts
+    ukey = o.unique_key
+    assert ukey is not None
+    key: UniqueKey = (job.queue, ukey)
+    until = None if o.unique_ttl is None else now + o.unique_ttl
+    entry = shard.unique.get(key)
+    undo.append(("uniq", shard, key, None if entry is None else list(entry)))
+    if entry is not None:
+        holder_id, held_until = str(entry[0]), entry[1]
+        holder = shard.jobs.get(holder_id)
+        live = holder is not None and holder.state in LIVE
+        held = held_until > now if isinstance(held_until, int) else live
+        if held:
+            if o.unique_strategy is UniqueStrategy.EXTEND:
+                shard.put_unique(key, holder_id, until)
+                if holder is not None:
+                    return snapshot(holder, now)
+                raise DuplicateJob(f"unique key {ukey!r} is held", key=ukey, job_id=holder_id)
+            if o.unique_strategy is UniqueStrategy.REPLACE and (
+                    holder is None or holder.state is not ACTIVE):  # fmt: skip
+                if holder is not None:
+                    shard.forget(shard.queues[holder.queue], holder)
+                    undo.append(("del", shard, holder))
+            else:
+                raise DuplicateJob(f"unique key {ukey!r} is held by job {holder_id}",
+                                   key=ukey, job_id=holder_id)  # fmt: skip
+    shard.put_unique(key, job.id, until)
+    return None
+
+
+def _rollback(core: Core, undo: Undo, now: int) -> None:
+    """Replay ``undo`` backwards: the batch leaves no trace."""
+    for step in reversed(undo):
+        kind, shard = step[0], step[1]
+        if kind == "ins":
+            rec = step[2]
+            if shard.jobs.get(rec.id) is rec:
+                shard.forget(shard.queues[rec.queue], rec)
+        elif kind == "del":
+            rec = step[2]
+            shard.place(shard.queue(rec.queue), rec, now)
+            if rec.state is CHILDREN:
+                with core.xlock:
+                    core.register(rec, rec.opts.depends_on)
+        else:
+            key, old = step[2], step[3]
+            if old is None:
+                shard.del_unique(key)
+            else:
+                shard.put_unique(key, str(old[0]), old[1])
