@@ -156,7 +156,7 @@ class Queue:
 
     def obliterate(self, force: bool = False) -> None:
         """Remove the queue and all its jobs (``force`` also removes active ones)."""
-        self.backend.obliterate(self.name, force)  # type: ignore[call-arg]
+        self.backend.obliterate(self.name, force)
 
     def rate_limit(self, max_jobs: int | None, duration_ms: int = 1000) -> None:
         """Lease at most ``max_jobs`` per ``duration_ms`` (None lifts the limit)."""

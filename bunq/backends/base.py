@@ -120,6 +120,7 @@ class Backend(Protocol):
     kind: str
     capabilities: frozenset[Capability]
     clock: Clock
+    max_stalls: int  # expired leases a job survives before the DLQ (reason stalled)
 
     # -- admission -------------------------------------------------------------
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
@@ -187,8 +188,8 @@ class Backend(Protocol):
         """Remove up to ``limit`` jobs in ``state`` finished more than ``grace_ms`` ago."""
         ...
 
-    def obliterate(self, queue: str) -> None:
-        """Remove the queue and everything in it (refused while jobs are active)."""
+    def obliterate(self, queue: str, force: bool = False) -> None:
+        """Remove the queue and everything in it (refused while jobs are active, unless forced)."""
         ...
 
     def set_limits(self, queue: str, limits: QueueLimits) -> None: ...
