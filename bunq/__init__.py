@@ -9,6 +9,7 @@ in-memory engine, SQS, or a ``bunq serve`` server.
 from __future__ import annotations
 
 from .backends import Backend, Capability, DlqConfig, QueueLimits, connect
+from .cron import Schedule, Scheduler
 from .errors import (
     BackendError,
     BackendUnavailable,
@@ -28,6 +29,7 @@ from .errors import (
 from .flow import FlowJob, FlowProducer, FlowResult
 from .job import Backoff, DlqEntry, FailureReason, Job, JobOptions, JobState, Lease, Settle
 from .queue import Queue
+from .tick import TickResult, tick
 from .worker import Worker
 
 __version__ = "0.1.0"
@@ -37,6 +39,6 @@ __all__ = [
     "ConfigError", "DelayedError", "DependencyError", "DlqConfig", "DlqEntry", "DuplicateJob",
     "FailureReason", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
     "JobOptions", "JobState", "Lease", "LeaseLost", "PayloadTooLarge", "Queue", "QueueLimits",
-    "Retry", "Settle", "UnrecoverableError", "UnsupportedError", "ValidationError", "Worker",
-    "connect", "__version__",
+    "Retry", "Schedule", "Scheduler", "Settle", "TickResult", "UnrecoverableError",
+    "UnsupportedError", "ValidationError", "Worker", "connect", "tick", "__version__",
 ]  # fmt: skip

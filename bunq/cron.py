@@ -1,21 +1,19 @@
 """Cron schedules: jobs added on a cron expression or a fixed interval.
 
-A :class:`Schedule` is a spec (which job, when) plus its state (next run,
-runs so far, last job). Schedules live in the backend's small shared
-records (``kv_*``, namespace ``"cron"``) as JSON, so every process sharing
-a backend sees the same schedules and any of them may fire them: the
-resident server on a timer, or :func:`bunq.tick.tick` for its queue.
+A :class:`Schedule` is a spec (which job, when) plus its state (next run, runs,
+last job), kept as JSON in the backend's shared records (``kv_*``, namespace
+``"cron"``): every process sharing the backend may fire it (the server on a
+timer, :func:`bunq.tick.tick` for its queue).
 
-Exactly once per run: firing advances ``next_run`` with a compare-and-set
-(``kv_put(expected=old)``); only the writer that wins adds the job, under
-the id ``cron:<name>:<run_at>`` (idempotent while the job is live). A firer
-that dies between the two steps leaves a ``pending`` mark that a later
-``fire_due`` resolves after :data:`RECOVER_AFTER_MS` (adding the job only
-if it does not exist).
+Exactly once per run: firing advances ``next_run`` by compare-and-set
+(``kv_put(expected=old)``) and only the winner adds the job, with the id
+``cron:<name>:<run_at>``. A firer that dies between the two leaves a
+``pending`` mark that a later ``fire_due`` resolves after
+:data:`RECOVER_AFTER_MS` (adding the job only if it does not exist).
 
-Everything that decides *when* is a pure function of the schedule and a
-``now`` in epoch milliseconds (:func:`next_run_after`, :func:`latest_run_at`,
-:func:`plan`). croniter is imported only when a cron expression is used.
+*When* is decided by pure functions of a schedule and ``now`` (epoch ms):
+:func:`next_run_after`, :func:`latest_run_at`, :func:`plan`. croniter is
+imported only when a cron expression is used.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, Capability, check_queue_name
-from .errors import ConfigError, UnsupportedError, ValidationError
+from .errors import ConfigError, DuplicateJob, UnsupportedError, ValidationError
 from .job import Job, JobOptions, JobState, NewJob
 
 if TYPE_CHECKING:
@@ -41,11 +39,10 @@ RECOVER_AFTER_MS = 30_000
 LIVE = frozenset({JobState.WAITING, JobState.DELAYED, JobState.ACTIVE,
                   JobState.WAITING_CHILDREN, JobState.PAUSED})  # fmt: skip
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
-_STATE_FIELDS = ("next_run", "runs", "skipped", "last_run_at", "last_job_id", "pending",
-                 "pending_at")  # fmt: skip
-_TIMING_FIELDS = ("cron", "every_ms", "tz", "start_at", "end_at")
 _FRESH: dict[str, Any] = {"next_run": None, "runs": 0, "skipped": 0, "last_run_at": None,
-                          "last_job_id": None, "pending": None, "pending_at": None}
+                          "last_job_id": None, "pending": None, "pending_at": None}  # fmt: skip
+_STATE_FIELDS = tuple(_FRESH)
+_TIMING_FIELDS = ("cron", "every_ms", "tz", "start_at", "end_at")
 
 
 @dataclass(frozen=True)
@@ -61,15 +58,13 @@ class Schedule:
     :param every_ms: a fixed interval instead of ``cron``; runs at ``start_at + k*every_ms``
         (epoch-aligned when ``start_at`` is None).
     :param tz: IANA time zone the cron expression is read in.
-    :param start_at: no run before this (epoch ms).
-    :param end_at: no run after this (epoch ms).
+    :param start_at: no run before this; ``end_at``: none after it (epoch ms).
     :param limit: at most this many runs, then the schedule stops.
     :param catch_up: after downtime, fire one run for the missed ones (the latest);
         the default skips a run that is more than ``misfire_grace_ms`` late.
     :param misfire_grace_ms: how late a run may fire when ``catch_up`` is off; keep it
         above the period of whatever calls ``fire_due`` (the tick schedule).
     :param prevent_overlap: skip a run while the previous run's job is still live.
-
     The remaining fields are state, kept by the :class:`Scheduler`.
     """
 
@@ -87,8 +82,7 @@ class Schedule:
     catch_up: bool = False
     misfire_grace_ms: int = 600_000
     prevent_overlap: bool = True
-    # -- state -------------------------------------------------------------------------
-    next_run: int | None = None
+    next_run: int | None = None  # state from here on
     runs: int = 0
     skipped: int = 0
     last_run_at: int | None = None
@@ -113,18 +107,11 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class FirePlan:
-    """What ``fire_due`` does with one schedule at ``now``.
-
-    ``fire_at``: the run to fire now (None: nothing); ``next_run``: the next run
-    (None: the schedule is finished); ``skipped``: due runs passed over (0 or 1).
-    """
+    """``fire_at``: the run to fire now (or None); ``next_run``: the next (None: finished)."""
 
     fire_at: int | None
     next_run: int | None
     skipped: int = 0
-
-
-# ----------------------------------------------------------------- pure functions
 
 
 @lru_cache(maxsize=256)
@@ -216,17 +203,9 @@ def plan(s: Schedule, now: int, previous_live: bool = False) -> FirePlan:
     return FirePlan(latest if fire else None, nxt, 0 if fire else 1)
 
 
-def first_run(s: Schedule, now: int) -> int | None:
-    """Return the first run of a new (or changed) schedule: the next one after ``now``."""
-    return next_run_after(s, now)
-
-
 def job_id_for(name: str, run_at: int) -> str:
     """The dedup id of one run: ``cron:<name>:<run_at>``."""
     return f"cron:{name}:{run_at}"
-
-
-# ---------------------------------------------------------------------- validation
 
 
 def validate(s: Schedule) -> Schedule:
@@ -240,6 +219,19 @@ def validate(s: Schedule) -> Schedule:
     check_queue_name(s.queue)
     if not isinstance(s.job_name, str) or not s.job_name or len(s.job_name) > 256:
         raise ValidationError("job_name must be a non-empty string of at most 256")
+    _check_timing(s)
+    opts = dict(s.opts or {})
+    if "job_id" in opts:
+        raise ValidationError("cron jobs get job_id cron:<name>:<run_at>; do not set job_id")
+    JobOptions.parse(opts)
+    try:
+        json.dumps(s.data)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"schedule data must be JSON-serialisable: {exc}") from None
+    return replace(s, opts=opts)
+
+
+def _check_timing(s: Schedule) -> None:
     if (s.cron is None) == (s.every_ms is None):
         raise ConfigError(f"schedule {s.name!r}: give exactly one of cron= or every_ms=")
     if s.cron is not None:
@@ -253,17 +245,10 @@ def validate(s: Schedule) -> Schedule:
             raise ConfigError(f"{name} must be a non-negative integer")
     if s.limit is not None and s.limit < 1:
         raise ConfigError("limit must be >= 1")
+    if not isinstance(s.catch_up, bool) or not isinstance(s.prevent_overlap, bool):
+        raise ConfigError("catch_up and prevent_overlap must be true or false")
     if s.start_at is not None and s.end_at is not None and s.end_at < s.start_at:
         raise ConfigError("end_at is before start_at")
-    opts = dict(s.opts or {})
-    if "job_id" in opts:
-        raise ValidationError("cron jobs get job_id cron:<name>:<run_at>; do not set job_id")
-    JobOptions.parse(opts)
-    try:
-        json.dumps(s.data)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"schedule data must be JSON-serialisable: {exc}") from None
-    return replace(s, opts=opts)
 
 
 def encode(s: Schedule) -> bytes:
@@ -274,14 +259,10 @@ def decode(raw: bytes) -> Schedule:
     return Schedule.from_dict(json.loads(raw))
 
 
-# ----------------------------------------------------------------------- scheduler
-
-
 class Scheduler:
     """Schedules stored in one backend; any number of processes may share them.
 
-    Methods that need the time take ``now`` (epoch ms), defaulting to the
-    backend's clock.
+    Methods that need the time take ``now`` (epoch ms; default the backend's clock).
     """
 
     def __init__(self, backend: Backend) -> None:
@@ -317,7 +298,7 @@ class Scheduler:
                 return old
             s = replace(new, **{k: getattr(old, k) for k in _STATE_FIELDS})
             if any(getattr(new, k) != getattr(old, k) for k in _TIMING_FIELDS):
-                s = replace(s, next_run=first_run(s, self._now(now)))
+                s = replace(s, next_run=next_run_after(s, self._now(now)))
             if self.backend.kv_put(NS, s.name, encode(s), expected=raw):
                 return s
         raise ConfigError(f"schedule {schedule.name!r} is being changed concurrently; retry")
@@ -327,13 +308,14 @@ class Scheduler:
         if s.prevent_overlap and Capability.GET_JOB not in self.backend.capabilities:
             raise UnsupportedError(self.backend.kind, "cron prevent_overlap (needs get_job)")
         s = replace(s, **_FRESH)
-        return replace(s, next_run=first_run(s, self._now(now)))
+        return replace(s, next_run=next_run_after(s, self._now(now)))
 
     def remove(self, name: str) -> bool:
         """Delete a schedule; return whether it existed."""
         return self.backend.kv_delete(NS, name)
 
     def get(self, name: str) -> Schedule | None:
+        """Return one schedule with its state, or None."""
         raw = self.backend.kv_get(NS, name)
         return None if raw is None else decode(raw)
 
@@ -398,10 +380,13 @@ class Scheduler:
                             expected=new_raw)  # fmt: skip
         return job
 
-    def _add(self, s: Schedule, run_at: int) -> Job:
+    def _add(self, s: Schedule, run_at: int) -> Job | None:
         jid = job_id_for(s.name, run_at)
         opts = JobOptions.parse({**s.opts, "job_id": jid})
-        return self.backend.add([NewJob(s.queue, s.job_name, s.data, opts, jid)])[0]
+        try:
+            return self.backend.add([NewJob(s.queue, s.job_name, s.data, opts, jid)])[0]
+        except DuplicateJob:  # the run's unique_key is held by a live job: this run is skipped
+            return None
 
     def _recover(self, s: Schedule, raw: bytes) -> bytes | None:
         """Resolve a pending fire whose firer did not confirm in time."""

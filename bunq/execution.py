@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .backends.base import Backend
-from .errors import DelayedError, Retry, UnrecoverableError
+from .codec import pack
+from .errors import DelayedError, Retry, UnrecoverableError, ValidationError
 from .job import FailureReason, Job, Lease, Settle
 from .policy import FailDecision, decide_failure
 
@@ -109,6 +110,7 @@ class Settled:
 
 def settle(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
     """Record one outcome under the lease's fence."""
+    outcome = _storable(backend, outcome)
     if outcome.ok:
         return Settled(backend.complete(lease, outcome.result))
     decision = decision_for(lease.job, outcome, backend.clock())
@@ -117,10 +119,26 @@ def settle(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
 
 
 def settle_many(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
-    """Settle a batch: completions share one transaction, failures go one by one."""
+    """Settle a batch: completions share one transaction, failures go one by one.
+
+    A result the backend refuses to store (not serialisable, too large) turns
+    that attempt into an unrecoverable failure: retrying would refuse it again.
+    """
+    done = [(lease, _storable(backend, o)) for lease, o in done]
     oks = [(lease, o.result) for lease, o in done if o.ok]
     answers = iter(backend.complete_many(oks)) if oks else iter(())
     out = []
     for lease, o in done:
         out.append(Settled(next(answers)) if o.ok else settle(backend, lease, o))
     return out
+
+
+def _storable(backend: Backend, outcome: Outcome) -> Outcome:
+    if not outcome.ok or outcome.result is None:
+        return outcome
+    limit = getattr(backend, "max_payload", None)
+    try:
+        pack(outcome.result, "result", limit)
+    except ValidationError as exc:
+        return Outcome(False, error=UnrecoverableError(str(exc)), duration_ms=outcome.duration_ms)
+    return outcome

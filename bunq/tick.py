@@ -1,29 +1,26 @@
 """tick(): drain what is due in one call, then return. The serverless driver.
 
-Sweep expired leases (once), fire this queue's due cron schedules, lease up
-to ``max`` due jobs, run the handler, settle each outcome through the Worker's
-retry/backoff/DLQ policy (:mod:`bunq.execution`), return a :class:`TickResult`.
-No thread, timer or event loop outlives the call.
-
-Leases come in chunks that finish well inside their lease: one job per slot
-first, then as many as the observed job time fits in half of ``lease_ms``
-(and before the deadline). A job's lease is extended before it starts if it
-might not cover it; a job that could not finish before the deadline is given
-back unstarted, its attempt not spent. No heartbeat runs while a handler does.
+Sweep expired leases, fire the queue's due cron runs, lease up to ``max`` jobs,
+run them, settle through the Worker's retry/DLQ policy (:mod:`bunq.execution`).
+Leases come in chunks that fit half a lease (one job per slot first, then what
+the observed job time and the deadline allow); a lease is extended before its
+job starts if needed; a job that could not finish before the deadline is given
+back unstarted. No thread, timer or loop outlives the call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
@@ -35,6 +32,8 @@ from .policy import FailDecision
 log = logging.getLogger("bunq.tick")
 T = TypeVar("T")
 Clock = Callable[[], int]
+Stopped = Literal["empty", "max", "deadline", "stopped"]  # why leasing ended
+Submit = Callable[[Lease], "cf.Future[tuple[Outcome, int]]"]
 LEASE_FILL = 0.5  # a chunk is sized to finish within this share of lease_ms
 SETTLE_RETRIES = (0.01, 0.05)  # seconds between settle attempts on BackendUnavailable
 DEPTH_STATES = (JobState.WAITING, JobState.DELAYED, JobState.ACTIVE, JobState.PAUSED)
@@ -43,16 +42,13 @@ GIVE_BACK = partial(FailDecision, "delay", reason=FailureReason.UNKNOWN)  # atte
 
 @dataclass(frozen=True, slots=True)
 class TickResult:
-    """What one tick did (``leased`` = succeeded + failed + stale + unsettled + released).
+    """What one tick did; ``leased`` = succeeded + failed + stale + unsettled + released.
 
-    ``failed``: the handler raised or timed out and that was recorded (retried or
-    dead-lettered; ``moved_to_dlq`` is the dead part). ``stale``: the fence refused
-    the settle, another worker owns the job (benign; the lease was too short).
-    ``unsettled``: the backend refused the outcome after retries (alert: the job
-    will run again). ``may_have_more``: leasing stopped before the queue ran dry
-    (tick again). ``queue_depth``: waiting + delayed + active + paused, None when
-    unknown. ``released``: leased, not started (deadline/stop), given back.
-    ``stopped``: ``empty``, ``max``, ``deadline`` or ``stopped``.
+    ``failed``: raised or timed out (``moved_to_dlq``: the dead part). ``stale``: the
+    fence refused the settle (lease too short; benign). ``unsettled``: the backend
+    refused the outcome (alert: the job reruns). ``may_have_more``: stopped before the
+    queue ran dry. ``queue_depth``: waiting+delayed+active+paused, None if unknown.
+    ``released``: leased, given back unstarted. ``stopped``: empty|max|deadline|stopped.
     """
 
     leased: int = 0
@@ -66,7 +62,7 @@ class TickResult:
     released: int = 0
     cron_fired: int = 0
     swept: int = 0
-    stopped: str = "empty"
+    stopped: Stopped = "empty"
     duration_ms: int = 0
     ticks: int = 1
 
@@ -76,24 +72,11 @@ class TickResult:
 
     def merge(self, later: TickResult) -> TickResult:
         """Add ``later``'s counters to these; flags and depth come from ``later``."""
-        summed = {k: getattr(self, k) + getattr(later, k) for k in _SUMMED}
-        return replace(later, **summed)
+        return replace(later, **{k: getattr(self, k) + getattr(later, k) for k in _SUMMED})
 
 
 _SUMMED = ("leased", "succeeded", "failed", "stale", "unsettled", "moved_to_dlq", "released",
            "cron_fired", "swept", "duration_ms", "ticks")  # fmt: skip
-
-
-class _Recent:
-    """The largest of the last 16 observed durations (ms): a cautious estimate."""
-
-    def __init__(self) -> None:
-        self.values: deque[int] = deque(maxlen=16)
-        self.value: int | None = None
-
-    def add(self, ms: int) -> None:
-        self.values.append(max(ms, 0))
-        self.value = max(self.values)
 
 
 class _Tick:
@@ -101,37 +84,36 @@ class _Tick:
 
     def __init__(self, queue: str, handler: Handler, backend: Backend, max_jobs: int,
                  lease_ms: int, concurrency: int, deadline_at: int | None, clock: Clock,
-                 stop: Callable[[], bool] | None, housekeeping: bool) -> None:  # fmt: skip
+                 stop: Callable[[], bool] | None) -> None:  # fmt: skip
         self.queue, self.handler, self.backend = queue, handler, backend
         self.max, self.lease_ms, self.c = max_jobs, lease_ms, concurrency
         self.deadline, self.clock, self.stop_fn = deadline_at, clock, stop
-        self.housekeeping, self.is_async = housekeeping, is_async(handler)
+        self.is_async = is_async(handler)
         self.inline = concurrency == 1 and not self.is_async
         self.owner = f"tick:{os.uname().nodename}:{os.getpid()}"
         self.n: dict[str, int] = dict.fromkeys(_SUMMED[:-2], 0)
-        self.stopped: str | None = None  # why leasing ended
+        self.stopped: Stopped | None = None
         self.dry = False  # a lease came back short: the queue ran dry
         self.pending: deque[Lease] = deque()  # leased, not started
         self.inflight: dict[cf.Future[tuple[Outcome, int]], Lease] = {}
         self.done: list[tuple[Lease, Outcome]] = []  # finished, not settled
         self.done_expiry: int | None = None  # earliest lease expiry among `done`
-        self.run_est, self.settle_est = _Recent(), _Recent()
+        self.runs: deque[int] = deque(maxlen=16)  # recent job and settle times (ms); the
+        self.settles: deque[int] = deque(maxlen=16)  # estimates (est_*) are their maxima
+        self.est_run = self.est_settle = 0
         self.margin = min(1000, max(lease_ms // 10, 1))
 
     def run(self) -> TickResult:
         start = self.clock()
-        if self.housekeeping:
-            self._sweep()
-            self._fire_cron()
         try:
             with self._executor() as submit:
                 self._drive(submit)
         except BackendError as exc:
-            exc.data["tick"] = self._result(start, None).to_dict()
+            exc.data["tick"] = self._result(start).to_dict()
             raise
-        return self._result(start, self._depth())
+        return self._result(start)
 
-    def _drive(self, submit: Callable[[Lease], cf.Future[tuple[Outcome, int]]] | None) -> None:
+    def _drive(self, submit: Submit | None) -> None:
         try:
             while True:
                 while len(self.inflight) < self.c:
@@ -149,66 +131,70 @@ class _Tick:
                     self._record(self.inflight.pop(fut), *fut.result())
                 self._flush()
         finally:
-            if self.inflight:
-                for fut in cf.as_completed(list(self.inflight)):
-                    self._record(self.inflight.pop(fut), *fut.result())
+            for fut in cf.as_completed(list(self.inflight)):
+                self._record(self.inflight.pop(fut), *fut.result())
             self._flush()
-            self._release(list(self.pending))
+            self._release()
 
     def _next(self) -> Lease | None:
         """Return the next lease to start, leasing a chunk when none is pending."""
         while self.stopped is None:
+            self._guard()
             if not self.pending and not self._refill():
                 return None
-            lease = self.pending[0]
-            if not self._may_start(lease.job):
+            if not self._may_start(self.pending[0].job):
                 return None
-            self.pending.popleft()
-            if self.inline and self.done_expiry is not None and \
-                    self.done_expiry - self.clock() < self._need(lease.job) + self.margin:
-                self._flush()  # finished jobs' leases would lapse while this one runs
-            covered = self._cover(lease)
+            covered = self._cover(self.pending.popleft())
             if covered is not None:
                 return covered
         return None
 
+    def _guard(self) -> None:
+        """Before a job starts: settle finished jobs whose leases would lapse while it
+        runs, give back pending jobs that slower-than-sized jobs leave no time for."""
+        now, est = self.clock(), max(self.est_run, 1)
+        need = self._need(self.pending[0].job) if self.pending else est
+        if self.done_expiry is not None and self.done_expiry - now < need + self.margin:
+            self._flush()
+        keep = max(self.c * ((self.pending[-1].expires_at - now - self.margin) // est), 1) \
+            if len(self.pending) > 1 and self.runs else len(self.pending)  # fmt: skip
+        if keep < len(self.pending):
+            self._release([self.pending.pop() for _ in range(len(self.pending) - keep)])
+            self.dry = False  # they are due again: the queue has not run dry
+
     def _refill(self) -> bool:
         self._flush()
-        remaining = self.max - self.n["leased"]
+        remaining = self.max - self.n["leased"] + self.n["released"]
         if self.dry or remaining <= 0:
             self.stopped = "empty" if self.dry else "max"
-            return False
-        now = self.clock()
         if not self._may_start(None):
             return False
-        n = min(self._chunk(now), remaining)
+        n = min(self._chunk(self.clock()), remaining)
         leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
         self.n["leased"] += len(leases)
         self.dry = len(leases) < n
         self.pending.extend(leases)
-        if not leases:
-            self.stopped = "empty"
+        self.stopped = None if leases else "empty"
         return bool(leases)
 
     def _chunk(self, now: int) -> int:
         free = self.c - len(self.inflight)
-        est = self.run_est.value
-        if est is None:
+        if not self.runs:
             return max(free, 1)
-        per_slot = max(1, int(self.lease_ms * LEASE_FILL) // max(est, 1))
-        n = max(free, self.c * per_slot - len(self.inflight))
+        est = max(self.est_run, 1)
+        n = max(free, self.c * max(1, int(self.lease_ms * LEASE_FILL) // est) - len(self.inflight))
         if self.deadline is not None:
-            room = self.deadline - now - (self.settle_est.value or 0)
-            n = min(n, self.c * max(1, room // max(est, 1)))
+            room = self.deadline - now - self.est_settle
+            n = min(n, self.c * max(1, room // est))
         return max(n, 1)
 
-    def _need(self, job: Job | None) -> int:
-        """Time (ms) to budget for running and settling ``job`` (None: a typical job)."""
-        timeout = job.opts.timeout if job is not None else None
-        run = timeout if timeout is not None else (self.run_est.value or 0)
-        return run + (self.settle_est.value or 0)
+    def _need(self, job: Job | None) -> int:  # ms to run and settle job (None: a typical one)
+        t = job.opts.timeout if job is not None else None
+        return (self.est_run if t is None else t) + self.est_settle
 
     def _may_start(self, job: Job | None) -> bool:
+        if self.stopped is not None:
+            return False
         if self.stop_fn is not None and self.stop_fn():
             self.stopped = "stopped"
         elif self.deadline is not None and self.clock() + self._need(job) >= self.deadline:
@@ -217,8 +203,7 @@ class _Tick:
 
     def _cover(self, lease: Lease) -> Lease | None:
         """Extend ``lease`` if it might lapse before the job ends; None if it was lost."""
-        now = self.clock()
-        need = self._need(lease.job) + self.margin
+        now, need = self.clock(), self._need(lease.job) + self.margin
         if lease.expires_at - now >= need:
             return lease
         ms = max(self.lease_ms, need)
@@ -245,13 +230,13 @@ class _Tick:
         return await run_async(self.handler, lease.job), self.clock() - t0
 
     def _record(self, lease: Lease, outcome: Outcome, took: int) -> None:
-        self.run_est.add(took)
+        self.runs.append(max(took, 0))
+        self.est_run = max(self.runs)
         self.done.append((lease, outcome))
-        if self.done_expiry is None or lease.expires_at < self.done_expiry:
-            self.done_expiry = lease.expires_at
+        self.done_expiry = min(self.done_expiry or lease.expires_at, lease.expires_at)
 
     @contextmanager
-    def _executor(self) -> Iterator[Callable[[Lease], cf.Future[tuple[Outcome, int]]] | None]:
+    def _executor(self) -> Iterator[Submit | None]:
         """Yield how to start a job off this thread (None: run inline); join it after."""
         if self.inline:
             yield None
@@ -259,61 +244,44 @@ class _Tick:
             with cf.ThreadPoolExecutor(self.c, thread_name_prefix="bunq-tick") as pool:
                 yield lambda lease: pool.submit(self._run_one, lease)
         else:
-            import asyncio
-            import threading
-
             loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="bunq-tick-loop")
-            thread.start()
-            try:
-                yield lambda ls: asyncio.run_coroutine_threadsafe(self._run_one_async(ls), loop)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join()
-                loop.close()
+            with cf.ThreadPoolExecutor(1, thread_name_prefix="bunq-tick-loop") as runner:
+                runner.submit(loop.run_forever)
+                try:
+                    yield lambda ls: asyncio.run_coroutine_threadsafe(self._run_one_async(ls), loop)
+                finally:
+                    loop.call_soon_threadsafe(loop.stop)
+            loop.close()
 
     def _flush(self) -> None:
+        """Settle finished jobs: completions in one transaction, failures one by one."""
         done, self.done, self.done_expiry = self.done, [], None
         if not done:
             return
         t0 = self.clock()
-        oks = [(lease, o) for lease, o in done if o.ok]
         fails = [(lease, o) for lease, o in done if not o.ok]
-        if oks:
-            fails += self._complete(oks)
+        oks = [(lease, o.result) for lease, o in done if o.ok]
+        try:
+            answers: Sequence[Settle | None] | None = (
+                self._retrying(partial(self.backend.complete_many, oks)) if oks else []
+            )
+        except ValidationError:  # a result that cannot be stored: one by one
+            answers = []
+            for lease, r in oks:
+                try:
+                    answers.append(self._retrying(partial(self.backend.complete, lease, r)))
+                except ValidationError as exc:  # the attempt failed: its result was refused
+                    fails.append((lease, Outcome(False, error=exc)))
+        for answer in answers if answers is not None else [None] * len(oks):
+            self.n["unsettled" if answer is None else
+                   "succeeded" if answer is Settle.OK else "stale"] += 1  # fmt: skip
         for lease, o in fails:
             s = self._retrying(partial(settle, self.backend, lease, o))
-            if s is None:
-                self.n["unsettled"] += 1
-            elif s.answer is Settle.STALE:
-                self.n["stale"] += 1
-            else:
-                self.n["failed"] += 1
-                self.n["moved_to_dlq"] += int(s.dead)
-        self.settle_est.add(self.clock() - t0)
-
-    def _complete(self, oks: list[tuple[Lease, Outcome]]) -> list[tuple[Lease, Outcome]]:
-        """Record completions in one transaction; return those whose result was refused."""
-        refused: list[tuple[Lease, Outcome]] = []
-        answers: list[Settle | None] = []
-        try:
-            batch = self._retrying(
-                lambda: self.backend.complete_many([(lease, o.result) for lease, o in oks]))
-            answers = [None] * len(oks) if batch is None else list(batch)
-        except ValidationError:  # a result that cannot be stored: settle one by one
-            for lease, o in oks:
-                try:
-                    answers.append(self._retrying(partial(self.backend.complete, lease, o.result)))
-                except ValidationError as exc:  # settled as a failure by the caller
-                    refused.append((lease, Outcome(False, error=exc, duration_ms=o.duration_ms)))
-        for answer in answers:
-            if answer is None:
-                self.n["unsettled"] += 1
-            elif answer is Settle.OK:
-                self.n["succeeded"] += 1
-            else:
-                self.n["stale"] += 1
-        return refused
+            self.n["unsettled" if s is None else "stale" if s.answer is Settle.STALE
+                   else "failed"] += 1  # fmt: skip
+            self.n["moved_to_dlq"] += int(s is not None and s.dead)
+        self.settles.append(max(self.clock() - t0, 0))
+        self.est_settle = max(self.settles)
 
     def _retrying(self, fn: Callable[[], T]) -> T | None:
         """Call ``fn``; retry BackendUnavailable briefly; None if it never succeeded."""
@@ -327,9 +295,10 @@ class _Tick:
                 time.sleep(pause)
         return None  # pragma: no cover
 
-    def _release(self, leases: list[Lease]) -> None:
-        """Give back leased-but-unstarted jobs without spending their attempt."""
-        self.pending.clear()
+    def _release(self, leases: Iterable[Lease] | None = None) -> None:
+        """Give back leased-but-unstarted jobs (default: all pending), attempts unspent."""
+        if leases is None:
+            leases, self.pending = self.pending, deque()
         now = self.clock()
         for lease in leases:
             try:
@@ -339,58 +308,51 @@ class _Tick:
                 answer = Settle.OK
             self.n["stale" if answer is Settle.STALE else "released"] += 1
 
-    def _sweep(self) -> None:
-        try:
-            r = self.backend.sweep()
-            self.n["swept"] = r.requeued + r.dead
-        except BunqError as exc:  # BackendError, or UnsupportedError (SQS)
-            log.warning("sweep skipped: %s", exc)
+    def _result(self, start: int) -> TickResult:
+        s = self.stopped or "empty"
+        return TickResult(**self.n, may_have_more=s != "empty", stopped=s,
+                          duration_ms=self.clock() - start)  # fmt: skip
 
-    def _fire_cron(self) -> None:
-        from .cron import Scheduler
 
-        try:
-            self.n["cron_fired"] = len(Scheduler(self.backend).fire_due(self.clock(), self.queue))
-        except (BunqError, ValueError) as exc:
-            log.warning("cron schedules of %s not fired: %s", self.queue, exc)
+def _safely(what: str, fn: Callable[[], T], default: T) -> T:
+    """Housekeeping and depth never stop a tick: log the failure, return ``default``."""
+    try:
+        return fn()
+    except (BunqError, ValueError) as exc:  # BackendError, UnsupportedError (SQS), a bad record
+        log.warning("%s skipped: %s", what, exc)
+        return default
 
-    def _depth(self) -> int | None:
-        try:
-            counts = self.backend.counts(self.queue)
-        except BunqError as exc:  # BackendError, UnsupportedError
-            log.warning("queue depth unknown: %s", exc)
-            return None
-        return sum(counts.get(s, 0) for s in DEPTH_STATES)
 
-    def _result(self, start: int, depth: int | None) -> TickResult:
-        stopped = self.stopped or "empty"
-        return TickResult(**self.n, may_have_more=stopped != "empty", queue_depth=depth,
-                          stopped=stopped, duration_ms=self.clock() - start)  # fmt: skip
+def _housekeeping(backend: Backend, queue: str, now: int) -> dict[str, Any]:
+    """Sweep expired leases (every queue of the backend) and fire this queue's cron runs."""
+    from .cron import Scheduler
+
+    swept = _safely("sweep", backend.sweep, None)
+    fired = _safely("cron", lambda: len(Scheduler(backend).fire_due(now, queue)), 0)
+    return {"swept": swept.requeued + swept.dead if swept else 0, "cron_fired": fired}
 
 
 def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, max: int = 10,
          lease_ms: int = 30_000, concurrency: int = 1, deadline_ms: int | None = None,
          deadline_at: int | None = None, clock: Clock | None = None,
-         stop: Callable[[], bool] | None = None,
+         stop: Callable[[], bool] | None = None, loop_while_more: bool = False,
          housekeeping: bool = True) -> TickResult:  # fmt: skip
     """Drain up to ``max`` due jobs of ``queue`` once; return what happened.
 
     :param handler: ``handler(job)``: a function or a coroutine function.
-    :param backend: a Backend (shared) or a URL (opened and closed here); default
-        ``BUNQ_BACKEND``.
-    :param max: most jobs leased in this call; ``may_have_more`` says to call again.
+    :param backend: a Backend, or a URL opened and closed here (default BUNQ_BACKEND).
     :param lease_ms: lease per job; must cover one job (no heartbeat while it runs).
-    :param concurrency: jobs at once (a thread pool for functions, one event loop
-        for coroutines; joined before returning).
-    :param deadline_ms: budget in ms from now: no job starts that could not finish
-        before it (by its ``timeout``, else the longest recent job).
-    :param deadline_at: the same as an absolute epoch-ms time of ``clock``.
+    :param concurrency: jobs at once (threads for functions, one event loop for
+        coroutines; both joined before returning).
+    :param deadline_ms: budget in ms from now (``deadline_at``: an epoch-ms time of
+        ``clock``): no job starts that could not finish before it (by its
+        ``timeout``, else the longest recent job).
     :param clock: epoch-ms clock for deadlines and timings (default the backend's).
     :param stop: polled before each job; True stops leasing (e.g. after SIGTERM).
-    :param housekeeping: first sweep expired leases and fire the queue's cron runs.
-    :raises ConfigError: bad arguments.
-    :raises BackendError: leasing or extending failed; ``err.data["tick"]`` holds the
-        counters so far. Settle failures do not raise: they count as ``unsettled``.
+    :param loop_while_more: tick again while a tick fills its batch, within the
+        deadline; results are merged. ``housekeeping``: sweep and fire cron first.
+    :raises BackendError: lease or extend failed (``err.data["tick"]``: counters so
+        far). Settle failures do not raise: they count as ``unsettled``.
     """
     check_queue_name(queue)
     if not callable(handler):
@@ -405,30 +367,33 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
         now_fn = clock or be.clock
         if deadline_ms is not None:
             deadline_at = now_fn() + int(deadline_ms)
-        return _Tick(queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop,
-                     housekeeping).run()  # fmt: skip
+        done = _housekeeping(be, queue, now_fn()) if housekeeping else {}
+        args = (queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop)
+        result = _Tick(*args).run()
+        while loop_while_more and result.stopped == "max":
+            result = result.merge(_Tick(*args).run())
+        counts = _safely("queue depth", lambda: be.counts(queue), None)
+        depth = None if counts is None else sum(counts.get(s, 0) for s in DEPTH_STATES)
+        return replace(result, queue_depth=depth, **done)
     finally:
         if owned:
             be.close()
 
 
-def tick_loop(queue: str, handler: Handler, backend: Backend | str | None = None, *,
-              deadline_ms: int | None = None, clock: Clock | None = None,
-              **kw: Any) -> TickResult:  # fmt: skip
-    """Tick while each tick fills its batch (``stopped == "max"``); merge the results.
+def load_handler(path: str | None) -> Handler:
+    """Import the handler ``module:function``; ConfigError says what is wrong and what to set."""
+    import importlib
 
-    Takes :func:`tick`'s arguments; the deadline spans the whole loop and
-    housekeeping runs on the first tick only.
-    """
-    be, owned = resolve(backend)
-    try:
-        kw["clock"] = clock or be.clock
-        if deadline_ms is not None:
-            kw["deadline_at"] = kw["clock"]() + deadline_ms
-        total = tick(queue, handler, be, **kw)
-        while total.stopped == "max":
-            total = total.merge(tick(queue, handler, be, **{**kw, "housekeeping": False}))
-        return total
-    finally:
-        if owned:
-            be.close()
+    mod_name, _, attr = (path or "").partition(":")
+    if not mod_name or not attr:
+        raise ConfigError(f"handler {path!r} must look like module:function "
+                          "(e.g. myapp.jobs:handle); set --handler or BUNQ_HANDLER")  # fmt: skip
+    try:  # the user's module: report what broke, do not crash
+        obj: Any = importlib.import_module(mod_name)
+    except Exception as exc:
+        raise ConfigError(f"cannot import {mod_name!r}: {type(exc).__name__}: {exc}") from exc
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+    if not callable(obj):
+        raise ConfigError(f"{path!r}: {mod_name} has no callable {attr!r}")
+    return obj  # type: ignore[no-any-return]

@@ -23,7 +23,7 @@ from typing import Any
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
-from .errors import BackendError, ConfigError
+from .errors import BackendError, BunqError, ConfigError
 from .execution import Handler, Outcome, is_async, run_async, run_sync, settle, settle_many
 from .job import FailureReason, Lease
 from .policy import FailDecision
@@ -212,7 +212,7 @@ class Worker:
                     self.processed += 1
                 if s.answer.value == "stale":
                     log.warning("job %s: lease lost before settle (stale)", lease.id)
-        except BackendError as exc:
+        except BunqError as exc:
             # The outcome could not be recorded: the lease expires and the job runs again.
             log.error("settle failed (%s); %d jobs will be re-leased", exc, len(done))
         finally:

@@ -14,7 +14,7 @@ from typing import Any
 import msgpack
 
 from ..backends.base import DlqConfig, QueueLimits
-from ..backends.sql.rows import options_from_blob
+from ..codec import options_from_blob
 from ..job import Attempt, FailureReason, JobOptions, JobState
 from .record import Rec
 

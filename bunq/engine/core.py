@@ -20,7 +20,7 @@ import msgpack
 
 from .._core import BoundedSet, LRUCache, shard_for
 from ..backends.base import Clock, check_queue_name
-from ..backends.sql.rows import pack
+from ..codec import pack
 from ..errors import DependencyError
 from ..job import now_ms
 from .config import EngineConfig

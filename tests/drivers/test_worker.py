@@ -196,3 +196,15 @@ def test_idle_worker_wakes_fast_on_add(queue: Queue) -> None:
     assert done.wait(2)
     w.close()
     assert time.monotonic() - t0 < 0.3
+
+
+def test_unstorable_result_dead_letters_instead_of_killing_the_worker(queue: Queue) -> None:
+    job = queue.add("bad-result", attempts=3)
+    ok = queue.add("fine")
+    w = Worker("w", lambda j: object() if j.name == "bad-result" else "ok", queue.backend).start()
+    wait_for(lambda: queue.dlq.size() == 1 and queue.counts()["completed"] == 1)
+    assert w.running
+    w.close()
+    got = queue.get_job(job.id)
+    assert got.reason is FailureReason.EXPLICIT_FAIL and "serialisable" in (got.error or "")
+    assert queue.get_job(ok.id).result == "ok"

@@ -1,0 +1,221 @@
+"""What the Lambda and Google Cloud adapters share: runtime, event options, logging.
+
+The adapters stay thin: each validates its platform's event shape, computes
+the deadline from what the platform tells it, and calls :func:`run_tick`
+(:func:`bunq.tick.tick`, looping while a tick fills its batch) or
+:func:`run_records` (an SQS batch).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypedDict, cast
+
+from bunq.backends import connect
+from bunq.backends.base import Backend, check_queue_name
+from bunq.execution import Handler, describe, run_sync
+from bunq.job import Job, JobOptions, JobState, now_ms
+from bunq.settings import Settings
+from bunq.tick import TickResult, load_handler, tick
+
+DEFAULT_MAX = 100
+DEFAULT_SAFETY_MS = 3000
+# The EventBridge rule envelope and Scheduler context attributes: accepted, not used.
+ENVELOPE = frozenset({"version", "id", "detail-type", "source", "account", "time", "region",
+                      "resources", "detail", "scheduled_time", "execution_id", "attempt",
+                      "schedule_arn"})  # fmt: skip
+
+
+class TickEvent(TypedDict, total=False):
+    """A scheduled tick's options (the schedule's ``Input``); every key is optional."""
+
+    queue: str  # default BUNQ_QUEUE
+    max: int  # jobs leased per tick (default 100)
+    lease_ms: int  # lease per job (default BUNQ_LEASE_MS)
+    concurrency: int  # jobs at once (default 1)
+    loop: bool  # tick again while each tick fills its batch (default true)
+    safety_ms: int  # stop leasing this long before the platform's deadline (default 3000)
+    budget_ms: int  # the time budget where the platform does not tell it (Google Cloud)
+    scheduled_time: str  # EventBridge Scheduler <aws.scheduler.scheduled-time>, logged
+
+
+class TickResponse(TypedDict):
+    """:class:`bunq.tick.TickResult` as a dict, plus the queue."""
+
+    queue: str
+    leased: int
+    succeeded: int
+    failed: int
+    stale: int
+    unsettled: int
+    moved_to_dlq: int
+    may_have_more: bool
+    queue_depth: int | None
+    released: int
+    cron_fired: int
+    swept: int
+    stopped: str
+    duration_ms: int
+    ticks: int
+
+
+class SqsRecord(TypedDict, total=False):
+    """One record of an SQS event-source batch (the fields bunq reads)."""
+
+    messageId: str
+    body: str  # a job: {"name": ..., "data": ..., "opts": {...}, "id": ..., "queue": ...}
+    attributes: dict[str, str]  # ApproximateReceiveCount, SentTimestamp
+    eventSourceARN: str
+
+
+class SqsEvent(TypedDict):
+    """An SQS event-source batch (up to the mapping's BatchSize records)."""
+
+    Records: list[SqsRecord]
+
+
+class BatchItemFailure(TypedDict):
+    itemIdentifier: str
+
+
+class SqsResponse(TypedDict):
+    """The partial-batch answer (needs ``FunctionResponseTypes: [ReportBatchItemFailures]``)."""
+
+    batchItemFailures: list[BatchItemFailure]
+
+
+class Runtime:
+    """What a container builds once: settings, the imported handler, the backend.
+
+    The backend opens on first use (the SQS handler never needs one).
+    """
+
+    def __init__(self, settings: Settings, handler: Handler) -> None:
+        self.settings, self.handler = settings, handler
+
+    @classmethod
+    def from_env(cls) -> Runtime:
+        """Read ``BUNQ_*`` and import ``BUNQ_HANDLER``; ConfigError says what is missing."""
+        settings = Settings.from_env()
+        return cls(settings, load_handler(settings.handler))
+
+    @cached_property
+    def backend(self) -> Backend:
+        return connect(self.settings.backend)
+
+
+@dataclass(frozen=True, slots=True)
+class TickOptions:
+    queue: str
+    max: int = DEFAULT_MAX
+    lease_ms: int = 30_000
+    concurrency: int = 1
+    loop: bool = True
+    safety_ms: int = DEFAULT_SAFETY_MS
+    budget_ms: int | None = None
+
+
+def tick_options(event: object, settings: Settings) -> TickOptions:
+    """Validate a tick event up front.
+
+    :raises ValueError: not an object, an unknown key, a bad value, or no queue
+        (with what to put where).
+    """
+    if event is None:
+        event = {}
+    if not isinstance(event, Mapping):
+        raise ValueError(f"the tick event must be a JSON object, got {type(event).__name__}")
+    unknown = set(event) - set(TickEvent.__annotations__) - ENVELOPE
+    if unknown:
+        raise ValueError(f"unknown tick event keys {sorted(unknown)}; "
+                         f"known: {sorted(TickEvent.__annotations__)}")  # fmt: skip
+    queue = event.get("queue") or settings.queue
+    if not queue:
+        raise ValueError(
+            'no queue: put {"queue": "<name>"} in the schedule input, or set BUNQ_QUEUE'
+        )
+    values: dict[str, Any] = {"queue": check_queue_name(queue), "lease_ms": settings.lease_ms}
+    for key in ("max", "lease_ms", "concurrency", "safety_ms", "budget_ms"):
+        if key in event:
+            v, least = event[key], 0 if key == "safety_ms" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < least:
+                raise ValueError(f"tick event {key!r} must be a positive integer, got {v!r}")
+            values[key] = v
+    if not isinstance(event.get("loop", True), bool):
+        raise ValueError(f"tick event 'loop' must be true or false, got {event['loop']!r}")
+    return TickOptions(**values, loop=event.get("loop", True))
+
+
+def log_json(message: str, level: str = "INFO", **fields: Any) -> None:
+    """Write one JSON log line to stdout (Lambda and Cloud Logging both parse it)."""
+    line = {"level": level, "severity": level, "logger": "bunq", "message": message, **fields}
+    sys.stdout.write(json.dumps(line, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def run_tick(rt: Runtime, opts: TickOptions, remaining_ms: int | None,
+             **log_fields: Any) -> TickResponse:  # fmt: skip
+    """Tick (looping if asked) until ``remaining_ms - safety_ms``; log and return the result."""
+    budget = remaining_ms if remaining_ms is not None else opts.budget_ms
+    deadline = None if budget is None else max(budget - opts.safety_ms, 0)
+    try:
+        result: TickResult = tick(opts.queue, rt.handler, rt.backend, max=opts.max,
+                                  lease_ms=opts.lease_ms, concurrency=opts.concurrency,
+                                  deadline_ms=deadline, loop_while_more=opts.loop)  # fmt: skip
+    except Exception as exc:
+        log_json("bunq tick failed", "ERROR", queue=opts.queue, error=type(exc).__name__,
+                 detail=str(exc), **log_fields)  # fmt: skip
+        raise
+    out = cast(TickResponse, {"queue": opts.queue, **result.to_dict()})
+    level = "ERROR" if result.unsettled else "WARNING" if result.stale else "INFO"
+    log_json("bunq tick", level, **out, **log_fields)
+    return out
+
+
+def sqs_records(event: object) -> list[SqsRecord]:
+    """Return the records of an SQS event; ValueError if it is not one."""
+    records = event.get("Records") if isinstance(event, Mapping) else None
+    if not isinstance(records, list) or not all(
+        isinstance(r, Mapping) and "messageId" in r and "body" in r for r in records
+    ):
+        raise ValueError("not an SQS event: expected {'Records': [{'messageId', 'body', ...}]}; "
+                         "wire sqs_handler to an SQS event source mapping")  # fmt: skip
+    return cast(list[SqsRecord], records)
+
+
+def job_from_record(rec: SqsRecord, queue: str | None) -> Job:
+    """Decode a record body into a Job; ValueError if it is not a bunq job."""
+    body = json.loads(rec["body"])
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        raise ValueError('a job body is a JSON object with a "name" (and "data", "opts")')
+    attrs = rec.get("attributes") or {}
+    source = rec.get("eventSourceARN", "").rsplit(":", 1)[-1] or "sqs"
+    return Job(id=str(body.get("id") or rec["messageId"]),
+               queue=body.get("queue") or queue or source, name=body["name"],
+               data=body.get("data"), state=JobState.ACTIVE,
+               opts=JobOptions.parse(body.get("opts") or {}),
+               attempts=int(attrs.get("ApproximateReceiveCount", 1)),
+               created_at=int(attrs.get("SentTimestamp", 0)), started_at=now_ms())  # fmt: skip
+
+
+def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> SqsResponse:
+    """Run the handler on each record; return the ones that failed (they are redelivered)."""
+    failed: list[BatchItemFailure] = []
+    for rec in records:
+        try:
+            job = job_from_record(rec, rt.settings.queue)
+        except (ValueError, TypeError, KeyError) as exc:  # redelivered, then the queue's DLQ
+            log_json("not a bunq job", "ERROR", message_id=rec["messageId"], detail=str(exc))
+            failed.append({"itemIdentifier": rec["messageId"]})
+            continue
+        outcome = run_sync(rt.handler, job)
+        if not outcome.ok:
+            log_json("job failed", "WARNING", message_id=rec["messageId"], job_id=job.id,
+                     attempt=job.attempts, error=describe(outcome.error))  # fmt: skip
+            failed.append({"itemIdentifier": rec["messageId"]})
+    log_json("bunq sqs batch", "INFO", records=len(records), failed=len(failed), **log_fields)
+    return {"batchItemFailures": failed}

@@ -1,0 +1,189 @@
+"""The ``bunq`` command line: subcommands and their exit codes, through ``python -m bunq``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bunq import cli
+from bunq.backends import connect
+from bunq.errors import BackendUnavailable
+from bunq.queue import Queue
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = """
+import os, time
+
+def handle(job):
+    if isinstance(job.data, dict) and job.data.get("sleep"):
+        open(os.environ.get("MARK", "started"), "w").close()
+        time.sleep(job.data["sleep"])
+    if job.data == "fail":
+        raise ValueError("nope")
+    return job.data
+"""
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    (tmp_path / "jobs.py").write_text(JOBS)
+    return tmp_path
+
+
+def env_for(work: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUNQ_")}
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    env["BUNQ_BACKEND"] = f"sqlite:///{work}/cli.db"
+    return {**env, **extra}
+
+
+def bunq(work: Path, *args: str, stdin: str | None = None, **env: str) -> Any:
+    return subprocess.run([sys.executable, "-m", "bunq", *args], cwd=work, input=stdin,
+                          env=env_for(work, **env), capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["frobnicate"], 2, "invalid choice"),
+    (["tick", "q", "--max", "many"], 2, "invalid int"),
+    (["tick"], 78, "no queue"),
+    (["tick", "q", "--handler", "nope:handle"], 78, "cannot import 'nope'"),
+    (["tick", "q", "--handler", "jobs:missing"], 78, "no callable 'missing'"),
+    (["stats", "--backend", "nosuch://x"], 78, "unknown backend scheme"),
+    (["add", "q", "x", "--data", "{oops"], 65, "--data is not valid JSON"),
+    (["cron", "add", "c", "--queue", "q", "--job", "j", "--cron", "* *"], 78, "invalid cron"),
+])  # fmt: skip
+def test_mistakes_get_one_line_and_an_exit_code(
+        work: Path, args: list[str], code: int, words: str) -> None:  # fmt: skip
+    out = bunq(work, *args)
+    assert out.returncode == code, out.stderr
+    assert words in out.stderr and "Traceback" not in out.stderr
+
+
+def test_backend_unreachable_is_69(work: Path) -> None:
+    (work / "adir").mkdir()
+    out = bunq(work, "stats", "--backend", f"sqlite:///{work}/adir")
+    assert out.returncode == 69 and "Traceback" not in out.stderr
+
+
+def test_add_stats_tick_dlq(work: Path) -> None:
+    assert bunq(work, "add", "q", "one", "--data", '"fail"', "--opts", '{"attempts": 1}'
+                ).returncode == 0  # fmt: skip
+    lines = "\n".join(json.dumps({"name": "n", "data": i}) for i in range(2500))
+    out = bunq(work, "add", "q", "--file", "-", "--json", stdin=lines + "\n\n")
+    assert out.returncode == 0 and json.loads(out.stdout) == {"queue": "q", "added": 2500}
+    assert "\r" not in out.stderr  # no progress bar when stderr is not a terminal
+    stats = json.loads(bunq(work, "stats", "--json").stdout)
+    assert stats["q"]["waiting"] == 2501
+    out = bunq(work, "tick", "q", "--handler", "jobs:handle", "--max", "1000",
+               "--loop-while-more", "--json")  # fmt: skip
+    r = json.loads(out.stdout)
+    assert out.returncode == 0, out.stderr
+    assert (r["succeeded"], r["failed"], r["moved_to_dlq"], r["ticks"]) == (2500, 1, 1, 3)
+    dlq = json.loads(bunq(work, "dlq", "list", "q", "--json").stdout)
+    assert [e["error"] for e in dlq] == ["ValueError: nope"]
+    assert json.loads(bunq(work, "dlq", "retry", "q", "--json").stdout) == {"retried": 1}
+    assert bunq(work, "tick", "q", "--handler", "jobs:handle").returncode == 0
+    assert json.loads(bunq(work, "dlq", "purge", "q", "--json").stdout) == {"purged": 1}
+
+
+def test_bulk_add_from_a_file_reports_the_bad_line(work: Path) -> None:
+    (work / "jobs.jsonl").write_text('{"name": "a"}\n{"data": 1}\n')
+    out = bunq(work, "add", "q", "--file", "jobs.jsonl")
+    assert out.returncode == 65 and "line 2" in out.stderr
+
+
+def test_cron_and_migrate(work: Path) -> None:
+    out = bunq(work, "cron", "add", "nightly", "--queue", "q", "--job", "report",
+               "--cron", "0 3 * * *", "--tz", "Europe/Paris", "--json")  # fmt: skip
+    assert out.returncode == 0 and json.loads(out.stdout)["next_run"] > 0
+    listed = json.loads(bunq(work, "cron", "list", "--json").stdout)
+    assert [s["name"] for s in listed] == ["nightly"]
+    assert bunq(work, "cron", "remove", "nightly").returncode == 0
+    assert bunq(work, "cron", "remove", "nightly").returncode == 78
+    out = bunq(work, "migrate", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["schema_version"] >= 1
+
+
+def test_demo(work: Path) -> None:
+    out = bunq(work, "demo", "--jobs", "300")
+    assert out.returncode == 0, out.stderr
+    assert "300 succeeded" in out.stdout and (work / "bunq-demo.db").exists()
+
+
+def test_serve_hands_over_to_the_server_or_says_it_is_not_there(work: Path) -> None:
+    try:
+        from bunq.server import main  # type: ignore[attr-defined]  # noqa: F401
+    except ImportError:
+        out = bunq(work, "serve")
+        assert out.returncode == 3 and "not available yet" in out.stderr
+    else:  # the server parses its own options
+        out = bunq(work, "serve", "--help")
+        assert out.returncode == 0 and "usage: bunq serve" in out.stdout
+
+
+def test_sigterm_stops_the_tick_after_the_running_job(work: Path) -> None:
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        q.add_bulk([("slow", {"sleep": 0.3}) for _ in range(20)])
+    mark = work / "started"
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "tick", "q", "--handler",
+                             "jobs:handle", "--max", "20", "--json"], cwd=work,
+                            env=env_for(work, MARK=str(mark)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not mark.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 143, stderr
+    r = json.loads(stdout)
+    assert r["stopped"] == "stopped" and 1 <= r["succeeded"] <= 2 and r["unsettled"] == 0
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        assert q.counts()["active"] == 0  # nothing left leased
+
+
+def test_worker_drains_gracefully_on_sigterm(work: Path) -> None:
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        q.add_bulk([("n", i) for i in range(50)])
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "worker", "q", "--handler",
+                             "jobs:handle", "--concurrency", "2"], cwd=work, env=env_for(work),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        deadline = time.monotonic() + 20
+        while q.counts()["completed"] < 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert q.counts()["completed"] == 50
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 0, stderr
+    assert "processed 50" in stderr
+
+
+def test_unsettled_outcomes_exit_75(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    real = connect(f"sqlite:///{tmp_path}/u.db")
+    Queue("q", real).add("x")
+
+    class NoSettle:
+        def __getattr__(self, name: str) -> Any:
+            if name in ("complete", "complete_many", "fail"):
+
+                def refuse(*a: Any, **kw: Any) -> Any:
+                    raise BackendUnavailable("injected")
+
+                return refuse
+            return getattr(real, name)
+
+    monkeypatch.setattr(cli, "connect", lambda url: NoSettle())
+    assert cli.main(["tick", "q", "--handler", "json:dumps", "--json"]) == 75
+    out = capsys.readouterr()
+    assert json.loads(out.out)["unsettled"] == 1 and "will run again" in out.err
+    real.close()

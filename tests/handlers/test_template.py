@@ -1,0 +1,113 @@
+"""template.yaml (AWS SAM) and deploy/cronjob.yaml: linted and translated offline.
+
+cfn-lint must run in CI (it is in the test extra); locally the test skips only
+when cfn-lint is missing and CI is unset. ``sam validate --lint`` and
+``kubernetes-validate`` run when installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+CRONJOB = ROOT / "deploy" / "cronjob.yaml"
+AWS_ENV = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
+
+
+def tool(name: str, module: str | None = None) -> str:
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is required in CI (pip install {module or name})")
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
+def test_cfn_lint_passes() -> None:
+    out = subprocess.run([tool("cfn-lint"), str(TEMPLATE)], capture_output=True, text=True,
+                         env=AWS_ENV, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_sam_validate_lint_passes_when_sam_is_installed() -> None:
+    sam = shutil.which("sam")
+    if sam is None:
+        pytest.skip("aws-sam-cli is not installed (optional: cfn-lint covers the lint)")
+    out = subprocess.run([sam, "validate", "--lint", "-t", str(TEMPLATE)], capture_output=True,
+                         text=True, env=AWS_ENV, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def translate() -> dict[str, Any]:
+    """Run the SAM transform offline, as cfn-lint does (no AWS calls)."""
+    tool("cfn-lint")
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
+    class Policies:
+        def load(self) -> dict[str, str]:
+            arn = "arn:aws:iam::aws:policy/service-role/"
+            return {
+                "AWSLambdaBasicExecutionRole": arn + "AWSLambdaBasicExecutionRole",
+                "AWSLambdaSQSQueueExecutionRole": arn + "AWSLambdaSQSQueueExecutionRole",
+                "AWSLambdaVPCAccessExecutionRole": arn + "AWSLambdaVPCAccessExecutionRole",
+            }
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    tpl = yaml_parse(TEMPLATE.read_text())
+    tpl["Globals"]["Function"]["CodeUri"] = "s3://bucket/bunq.zip"
+    out: dict[str, Any] = transform(tpl, {}, Policies())
+    return out
+
+
+def of_type(cfn: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r for r in cfn["Resources"].values() if r["Type"] == kind]
+
+
+def test_the_schedule_does_not_retry_stale_ticks() -> None:
+    cfn = translate()
+    [schedule] = of_type(cfn, "AWS::Scheduler::Schedule")
+    props = schedule["Properties"]
+    assert "Name" not in props  # OmitName: two stacks in one account do not collide
+    assert props["Target"]["RetryPolicy"]["MaximumRetryAttempts"] == 0
+    [invoke] = of_type(cfn, "AWS::Lambda::EventInvokeConfig")
+    assert invoke["Properties"]["MaximumRetryAttempts"] == 0
+    fn = cfn["Resources"]["TickFunction"]["Properties"]
+    assert fn["Handler"] == "handlers.aws_lambda.handler"
+    assert set(fn["Environment"]["Variables"]) == {"BUNQ_BACKEND", "BUNQ_HANDLER", "BUNQ_QUEUE"}
+    assert "Fn::If" in fn["ReservedConcurrentExecutions"]  # a parameter, 0 = none reserved
+
+
+def test_the_sqs_variant_reports_partial_failures() -> None:
+    cfn = translate()
+    [mapping] = of_type(cfn, "AWS::Lambda::EventSourceMapping")
+    assert mapping["Condition"] == "WithSqs"
+    assert mapping["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    queue = cfn["Resources"]["JobsQueue"]
+    fn = cfn["Resources"]["SqsJobsFunction"]["Properties"]
+    assert queue["Properties"]["VisibilityTimeout"] >= 6 * fn["Timeout"]
+    assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] <= 1000
+    assert fn["Handler"] == "handlers.aws_lambda.sqs_handler"
+
+
+def test_cronjob_example() -> None:
+    doc = yaml.safe_load(CRONJOB.read_text())
+    spec, job = doc["spec"], doc["spec"]["jobTemplate"]["spec"]
+    assert (spec["concurrencyPolicy"], job["backoffLimit"]) == ("Forbid", 0)
+    assert spec["startingDeadlineSeconds"] > 0 and job["activeDeadlineSeconds"] < 300
+    args = job["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["bunq", "tick"]
+    assert float(args[args.index("--deadline") + 1]) < job["activeDeadlineSeconds"]
+    validator = shutil.which("kubernetes-validate")
+    if validator:
+        out = subprocess.run([validator, "--strict", "-k", "1.31.0", str(CRONJOB)],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
