@@ -274,7 +274,7 @@ def cmd_demo(args: argparse.Namespace, be: Backend) -> int:
 def cmd_serve(argv: list[str]) -> int:
     """Hand ``bunq serve ARGS`` to the server's own command line, when it is installed."""
     try:
-        from .server import main as serve_main  # type: ignore[import-not-found,unused-ignore]
+        from .server import main as serve_main
     except ImportError:
         print("bunq: serve is not available yet in this version; run jobs with "
               "'bunq worker QUEUE --handler mod:fn' or 'bunq tick'", file=sys.stderr)  # fmt: skip

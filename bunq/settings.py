@@ -35,6 +35,8 @@ class Settings:
     | BUNQ_HANDLER | handler | none (``module:function``) |
     | BUNQ_QUEUE | queue | none |
     | BUNQ_LOG_LEVEL | log_level | ``INFO`` |
+    | BUNQ_MAX_FRAME | max_frame | 16 MiB (bytes of one protocol frame) |
+    | BUNQ_IDLE_TIMEOUT | idle_timeout | 60 (s before an idle client is closed) |
     """
 
     backend: str = DEFAULT_BACKEND
@@ -48,6 +50,8 @@ class Settings:
     handler: str | None = None
     queue: str | None = None
     log_level: str = "INFO"
+    max_frame: int = 16 << 20
+    idle_timeout: int = 60
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -13,14 +13,17 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from bunq.backends import connect
 from bunq.backends.base import Backend, check_queue_name
+from bunq.errors import BunqError
 from bunq.execution import Handler, describe, run_sync
-from bunq.job import Job, JobOptions, JobState, now_ms
 from bunq.settings import Settings
 from bunq.tick import TickResult, load_handler, tick
+
+if TYPE_CHECKING:
+    from bunq.backends.sqs import SQSBackend
 
 DEFAULT_MAX = 100
 DEFAULT_SAFETY_MS = 3000
@@ -67,8 +70,10 @@ class SqsRecord(TypedDict, total=False):
     """One record of an SQS event-source batch (the fields bunq reads)."""
 
     messageId: str
-    body: str  # a job: {"name": ..., "data": ..., "opts": {...}, "id": ..., "queue": ...}
-    attributes: dict[str, str]  # ApproximateReceiveCount, SentTimestamp
+    body: str  # a job: base64 msgpack (bunq's SQSBackend.add) or JSON {"name", "data", "opts"}
+    receiptHandle: str
+    attributes: dict[str, str]  # ApproximateReceiveCount, SentTimestamp, MessageGroupId (FIFO)
+    messageAttributes: dict[str, dict[str, str]]  # bunq-base, bunq-due
     eventSourceARN: str
 
 
@@ -91,11 +96,13 @@ class SqsResponse(TypedDict):
 class Runtime:
     """What a container builds once: settings, the imported handler, the backend.
 
-    The backend opens on first use (the SQS handler never needs one).
+    The backend opens on first use; the SQS handler opens an SQS backend per
+    event-source queue instead (unless BUNQ_BACKEND is ``sqs://``).
     """
 
     def __init__(self, settings: Settings, handler: Handler) -> None:
         self.settings, self.handler = settings, handler
+        self._sqs: dict[str, SQSBackend] = {}
 
     @classmethod
     def from_env(cls) -> Runtime:
@@ -106,6 +113,21 @@ class Runtime:
     @cached_property
     def backend(self) -> Backend:
         return connect(self.settings.backend)
+
+    def sqs_backend(self, arn: str) -> SQSBackend:
+        """The SQS backend of an event-source queue, opened once per queue.
+
+        BUNQ_BACKEND when it is an ``sqs://`` URL (its endpoint and prefix
+        apply), else the queue the ARN names. Opening makes no network call.
+        """
+        if self.settings.backend.startswith("sqs://"):
+            return cast("SQSBackend", self.backend)
+        backend = self._sqs.get(arn)
+        if backend is None:
+            from bunq.backends.sqs import url_for_arn
+
+            backend = self._sqs[arn] = cast("SQSBackend", connect(url_for_arn(arn)))
+        return backend
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,35 +209,44 @@ def sqs_records(event: object) -> list[SqsRecord]:
     return cast(list[SqsRecord], records)
 
 
-def job_from_record(rec: SqsRecord, queue: str | None) -> Job:
-    """Decode a record body into a Job; ValueError if it is not a bunq job."""
-    body = json.loads(rec["body"])
-    if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-        raise ValueError('a job body is a JSON object with a "name" (and "data", "opts")')
-    attrs = rec.get("attributes") or {}
-    source = rec.get("eventSourceARN", "").rsplit(":", 1)[-1] or "sqs"
-    return Job(id=str(body.get("id") or rec["messageId"]),
-               queue=body.get("queue") or queue or source, name=body["name"],
-               data=body.get("data"), state=JobState.ACTIVE,
-               opts=JobOptions.parse(body.get("opts") or {}),
-               attempts=int(attrs.get("ApproximateReceiveCount", 1)),
-               created_at=int(attrs.get("SentTimestamp", 0)), started_at=now_ms())  # fmt: skip
-
-
 def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> SqsResponse:
-    """Run the handler on each record; return the ones that failed (they are redelivered)."""
+    """Run each record's job under bunq's retry/DLQ policy; report what SQS must redeliver.
+
+    A job that fails with attempts left is hidden for its backoff and reported;
+    a dead one is moved to the DLQ with its reason and not reported (Lambda
+    deletes it); see :mod:`bunq.backends.sqs.events`. On a FIFO queue, once a
+    record fails, the rest of its message group is reported unrun (order kept).
+    """
     failed: list[BatchItemFailure] = []
+    stopped: set[str] = set()  # FIFO groups with a failed record in this batch
     for rec in records:
-        try:
-            job = job_from_record(rec, rt.settings.queue)
-        except (ValueError, TypeError, KeyError) as exc:  # redelivered, then the queue's DLQ
-            log_json("not a bunq job", "ERROR", message_id=rec["messageId"], detail=str(exc))
+        group = (rec.get("attributes") or {}).get("MessageGroupId")
+        report = group is not None and group in stopped
+        if not report:
+            report = _run_record(rt, rec)
+        if report:
             failed.append({"itemIdentifier": rec["messageId"]})
-            continue
-        outcome = run_sync(rt.handler, job)
-        if not outcome.ok:
-            log_json("job failed", "WARNING", message_id=rec["messageId"], job_id=job.id,
-                     attempt=job.attempts, error=describe(outcome.error))  # fmt: skip
-            failed.append({"itemIdentifier": rec["messageId"]})
+            if group is not None:
+                stopped.add(group)
     log_json("bunq sqs batch", "INFO", records=len(records), failed=len(failed), **log_fields)
     return {"batchItemFailures": failed}
+
+
+def _run_record(rt: Runtime, rec: SqsRecord) -> bool:
+    """Prepare, run and settle one record; True: report it (SQS redelivers it)."""
+    from bunq.backends.sqs import prepare_record, settle_record  # boto3: on first SQS use
+
+    try:
+        backend = rt.sqs_backend(rec.get("eventSourceARN", ""))
+        prepared = prepare_record(backend, rec)
+        if prepared.job is None:
+            return bool(prepared.report)
+        outcome = run_sync(rt.handler, prepared.job)
+        if not outcome.ok:
+            log_json("job failed", "WARNING", message_id=rec["messageId"], job_id=prepared.job.id,
+                     attempt=prepared.job.attempts, error=describe(outcome.error))  # fmt: skip
+        return settle_record(backend, rec, prepared.job, outcome)
+    except BunqError as exc:  # SQS unreachable, or a bad ARN: leave it to SQS's redelivery
+        log_json("record not settled", "ERROR", message_id=rec["messageId"],
+                 error=type(exc).__name__, detail=str(exc))  # fmt: skip
+        return True

@@ -8,9 +8,11 @@ before ``context.get_remaining_time_in_millis()`` runs out. Returns a
 :class:`TickResponse` and logs it as one JSON line.
 
 ``sqs_handler(event, context)``: an SQS event-source mapping with
-``ReportBatchItemFailures``. Each record body is a job (``{"name", "data",
-"opts"}``); returns ``{"batchItemFailures": [{"itemIdentifier": messageId}]}``
-for the records whose handler failed, so only those are redelivered.
+``ReportBatchItemFailures``. Each record body is a job (bunq's base64
+msgpack, or JSON ``{"name", "data", "opts"}``), run under bunq's retry/DLQ
+policy (:mod:`bunq.backends.sqs.events`); returns ``{"batchItemFailures":
+[{"itemIdentifier": messageId}]}`` for the records SQS must redeliver (retries
+after their backoff), while dead jobs go to the DLQ with their reason.
 
 The runtime (settings, imported handler, backend) is built on the first
 invocation and reused by the container; importing this module connects to

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bunq.job import now_ms
+from server.remote_factory import _remote
 
 REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b.strip()}
 PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://127.0.0.1:5432/test")
@@ -88,10 +89,33 @@ def _drop_pg_schema(backend: Any) -> None:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def _sqs(tmp_path: Any, **kw: Any) -> Any:
+    from backends.sqs import moto_server
+
+    try:
+        url = moto_server.sqs_url()  # starts moto's server once (fake credentials)
+    except moto_server.MotoMissing as exc:
+        missing("sqs", str(exc))
+    from bunq.backends import connect
+
+    return connect(url, **kw)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_moto() -> Iterator[None]:
+    yield
+    if importlib.util.find_spec("moto") is not None:
+        from backends.sqs import moto_server
+
+        moto_server.stop()
+
+
 FACTORIES: dict[str, Callable[..., Any]] = {
     "sqlite": _sqlite,
     "memory": _memory,
     "postgres": _postgres,
+    "sqs": _sqs,
+    "remote": _remote,
 }
 
 

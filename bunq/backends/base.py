@@ -62,6 +62,8 @@ class Capability(str, enum.Enum):
     CRON = "cron"
     TTL = "ttl"
     MULTI_PROCESS = "multi_process"  # several processes may share the store
+    CLOCK = "clock"  # delays, leases, backoff and sweeps follow the injected clock(), to the ms
+    HISTORY = "history"  # every attempt's error and duration is kept (get_job, DLQ entries)
 
 
 ALL_CAPABILITIES = frozenset(Capability)

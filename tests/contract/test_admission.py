@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.capability import requires
 from contract.helpers import add, lease1
 
+from bunq.backends.base import Capability as C
 from bunq.job import JobState
 
 
+@requires(C.GET_JOB, C.PRIORITY)
 def test_add_then_get_job_roundtrips_data(backend: Any) -> None:
     data = {"to": "a@b.c", "n": [1, 2.5, None, True], "bytes": b"\x00\xff", "nested": {"k": "v"}}
     job = add(backend, data=data, priority=3)
@@ -18,10 +21,12 @@ def test_add_then_get_job_roundtrips_data(backend: Any) -> None:
     assert got.queue == "q" and got.name == "job" and got.attempts == 0
 
 
+@requires(C.GET_JOB)
 def test_get_job_missing_is_none(backend: Any) -> None:
     assert backend.get_job("nope") is None
 
 
+@requires(C.PRIORITY)
 def test_lease_orders_by_priority_then_fifo(backend: Any, clock: Any) -> None:
     ids = []
     for i, prio in enumerate([0, 5, 0, 5, 1]):
@@ -37,6 +42,7 @@ def test_lease_fifo_within_one_millisecond(backend: Any) -> None:
     assert [lease.job.data for lease in backend.lease("q", 20, 30_000)] == list(range(20))
 
 
+@requires(C.LIFO)
 def test_lifo_jobs_come_first_newest_first(backend: Any, clock: Any) -> None:
     add(backend, data="fifo1")
     clock.advance(1)
@@ -49,6 +55,7 @@ def test_lifo_jobs_come_first_newest_first(backend: Any, clock: Any) -> None:
     assert got == ["lifo2", "lifo1", "fifo1", "fifo2"]
 
 
+@requires(C.GET_JOB, C.CLOCK)
 def test_delayed_job_is_not_leased_before_its_time(backend: Any, clock: Any) -> None:
     job = add(backend, delay=5_000)
     assert backend.get_job(job.id).state is JobState.DELAYED
@@ -93,6 +100,7 @@ def test_counts_cover_every_state(backend: Any) -> None:
     assert backend.counts("q")[JobState.WAITING] == 1
 
 
+@requires(C.LIST_JOBS)
 def test_get_jobs_lists_by_state(backend: Any, clock: Any) -> None:
     a = add(backend, data="a")
     add(backend, data="d", delay=10_000)

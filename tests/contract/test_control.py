@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.capability import requires
 from contract.helpers import add, lease1
 
-from bunq import ConfigError, JobNotFound, JobState, Queue, ValidationError
+from bunq import ConfigError, JobNotFound, JobState, Queue, Settle, ValidationError
+from bunq.backends.base import Capability as C
 from bunq.backends.base import QueueLimits
 
 
+@requires(C.PAUSE)
 def test_pause_stops_leases_and_counts_as_paused(backend: Any) -> None:
     q = Queue("q", backend)
     job = q.add("j")
@@ -22,6 +25,17 @@ def test_pause_stops_leases_and_counts_as_paused(backend: Any) -> None:
     assert not q.is_paused() and lease1(backend).id == job.id
 
 
+def test_drain_removes_waiting_and_spares_active(backend: Any) -> None:
+    for _ in range(3):
+        add(backend)
+    active = lease1(backend)
+    assert backend.drain("q") == 2
+    counts = backend.counts("q")
+    assert counts[JobState.ACTIVE] == 1 and counts[JobState.WAITING] == 0
+    assert backend.complete(active) is Settle.OK
+
+
+@requires(C.CLOCK)
 def test_drain_removes_waiting_and_delayed_only(backend: Any) -> None:
     add(backend)
     add(backend, delay=10_000)
@@ -34,6 +48,7 @@ def test_drain_removes_waiting_and_delayed_only(backend: Any) -> None:
     assert backend.get_job(active.id) is not None
 
 
+@requires(C.CLEAN)
 def test_clean_respects_grace_and_limit(backend: Any, clock: Any) -> None:
     for _ in range(3):
         add(backend)
@@ -57,6 +72,7 @@ def test_obliterate_refuses_active_jobs_unless_forced(backend: Any) -> None:
     assert sum(backend.counts("q").values()) == 0
 
 
+@requires(C.PROGRESS, C.LOGS)
 def test_progress_and_logs(backend: Any) -> None:
     job = add(backend)
     backend.update_progress(job.id, 40)
@@ -70,6 +86,7 @@ def test_progress_and_logs(backend: Any) -> None:
         backend.update_progress("missing", 1)
 
 
+@requires(C.CONCURRENCY_LIMIT)
 def test_concurrency_limit_returns_fewer_jobs(backend: Any) -> None:
     for _ in range(5):
         add(backend)
@@ -79,6 +96,7 @@ def test_concurrency_limit_returns_fewer_jobs(backend: Any) -> None:
     assert backend.get_limits("q").concurrency == 2
 
 
+@requires(C.RATE_LIMIT, C.CLOCK)
 def test_rate_limit_returns_fewer_jobs_then_refills(backend: Any, clock: Any) -> None:
     for _ in range(10):
         add(backend)
@@ -89,6 +107,7 @@ def test_rate_limit_returns_fewer_jobs_then_refills(backend: Any, clock: Any) ->
     assert len(backend.lease("q", 10, 30_000)) == 3
 
 
+@requires(C.CRON)
 def test_kv_compare_and_set(backend: Any) -> None:
     assert backend.kv_put("ns", "k", b"1", create=True) is True
     assert backend.kv_put("ns", "k", b"x", create=True) is False

@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.capability import requires
 from contract.helpers import add, lease1
 
 from bunq import DependencyError, DuplicateJob, FlowJob, FlowProducer, JobState
+from bunq.backends.base import Capability as C
 
 
+@requires(C.JOB_ID, C.GET_JOB)
 def test_job_id_is_idempotent_while_live(backend: Any) -> None:
     first = add(backend, data=1, job_id="order-7")
     again = add(backend, data=2, job_id="order-7")
@@ -18,6 +21,7 @@ def test_job_id_is_idempotent_while_live(backend: Any) -> None:
     assert backend.counts("q")[JobState.WAITING] == 1
 
 
+@requires(C.JOB_ID, C.GET_JOB)
 def test_job_id_reusable_after_the_job_finished(backend: Any) -> None:
     add(backend, data=1, job_id="x")
     backend.complete(lease1(backend), None)
@@ -26,6 +30,7 @@ def test_job_id_reusable_after_the_job_finished(backend: Any) -> None:
     assert got.data == 2 and got.state is JobState.WAITING
 
 
+@requires(C.UNIQUE_KEY)
 def test_unique_key_rejects_while_held(backend: Any) -> None:
     add(backend, unique_key="u1")
     with pytest.raises(DuplicateJob) as err:
@@ -35,12 +40,14 @@ def test_unique_key_rejects_while_held(backend: Any) -> None:
     add(backend, "other-queue", unique_key="u1")  # keys are per queue
 
 
+@requires(C.UNIQUE_KEY)
 def test_unique_key_released_when_job_finishes(backend: Any) -> None:
     add(backend, unique_key="u1")
     backend.complete(lease1(backend))
     add(backend, unique_key="u1")
 
 
+@requires(C.UNIQUE_KEY, C.CLOCK)
 def test_unique_key_extend_keeps_the_holder(backend: Any, clock: Any) -> None:
     first = add(backend, unique_key="u", unique_ttl=1_000, unique_strategy="extend")
     clock.advance(900)
@@ -53,6 +60,7 @@ def test_unique_key_extend_keeps_the_holder(backend: Any, clock: Any) -> None:
     add(backend, unique_key="u", unique_ttl=1_000)
 
 
+@requires(C.UNIQUE_KEY, C.GET_JOB)
 def test_unique_key_replace_swaps_a_waiting_holder(backend: Any) -> None:
     first = add(backend, data=1, unique_key="u")
     second = add(backend, data=2, unique_key="u", unique_strategy="replace")
@@ -61,6 +69,7 @@ def test_unique_key_replace_swaps_a_waiting_holder(backend: Any) -> None:
     assert lease1(backend).job.data == 2
 
 
+@requires(C.UNIQUE_KEY)
 def test_unique_key_replace_refuses_an_active_holder(backend: Any) -> None:
     add(backend, unique_key="u")
     lease1(backend)
@@ -68,12 +77,14 @@ def test_unique_key_replace_refuses_an_active_holder(backend: Any) -> None:
         add(backend, unique_key="u", unique_strategy="replace")
 
 
+@requires(C.UNIQUE_KEY, C.CLOCK)
 def test_unique_ttl_expires(backend: Any, clock: Any) -> None:
     add(backend, unique_key="u", unique_ttl=500)
     clock.advance(501)
     add(backend, unique_key="u", unique_ttl=500)
 
 
+@requires(C.FLOWS, C.GET_JOB)
 def test_depends_on_waits_for_every_dependency(backend: Any) -> None:
     a = add(backend, data="a")
     b = add(backend, data="b")
@@ -88,12 +99,14 @@ def test_depends_on_waits_for_every_dependency(backend: Any) -> None:
     assert lease1(backend).job.data == "c"
 
 
+@requires(C.FLOWS)
 def test_depends_on_completed_job_is_ready(backend: Any) -> None:
     a = add(backend)
     backend.complete(lease1(backend))
     assert add(backend, depends_on=[a.id]).state is JobState.WAITING
 
 
+@requires(C.FLOWS)
 def test_unknown_dependency_admits_nothing(backend: Any) -> None:
     from bunq.queue import new_job
 
@@ -102,6 +115,7 @@ def test_unknown_dependency_admits_nothing(backend: Any) -> None:
     assert backend.counts("q")[JobState.WAITING] == 0
 
 
+@requires(C.FLOWS)
 def test_flow_parent_waits_for_children_and_reads_results(backend: Any) -> None:
     flow = FlowProducer(backend)
     res = flow.add(FlowJob("assemble", "q", data="p", children=[
@@ -115,6 +129,7 @@ def test_flow_parent_waits_for_children_and_reads_results(backend: Any) -> None:
     assert lease1(backend).id == parent.id
 
 
+@requires(C.FLOWS)
 def test_dag_runs_in_dependency_order(backend: Any) -> None:
     flow = FlowProducer(backend)
     res = flow.add_dag("q", {
@@ -133,6 +148,7 @@ def test_dag_runs_in_dependency_order(backend: Any) -> None:
     assert set(res.jobs) == {"fetch", "parse", "store"}
 
 
+@requires(C.FLOWS)
 def test_dag_cycle_and_unknown_step_write_nothing(backend: Any) -> None:
     flow = FlowProducer(backend)
     with pytest.raises(DependencyError, match="cycle"):

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.capability import requires
 
 from bunq import ConfigError, PayloadTooLarge, Queue, ValidationError
+from bunq.backends.base import Capability as C
 
 
 @pytest.mark.parametrize("opts", [
@@ -48,6 +50,7 @@ def test_bad_job_name_is_refused(backend: Any) -> None:
         Queue("q", backend).add("", 1)
 
 
+@requires(C.PRIORITY)
 def test_bulk_is_atomic_on_bad_item(backend: Any) -> None:
     q = Queue("q", backend)
     with pytest.raises(ValidationError):

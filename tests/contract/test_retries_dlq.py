@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from contract.capability import requires
 from contract.helpers import add, fail, lease1
 
+from bunq.backends.base import Capability as C
 from bunq.backends.base import DlqConfig
 from bunq.job import FailureReason, JobState, Settle
 
 
+@requires(C.GET_JOB, C.CLOCK)
 def test_exponential_backoff_times(backend: Any, clock: Any) -> None:
     job = add(backend, attempts=4, backoff={"type": "exponential", "delay": 100, "cap": 300})
     waits = []
@@ -30,6 +33,7 @@ def test_exponential_backoff_times(backend: Any, clock: Any) -> None:
     assert [a.attempt for a in got.history] == [1, 2, 3, 4]
 
 
+@requires(C.GET_JOB)
 def test_fixed_backoff(backend: Any, clock: Any) -> None:
     job = add(backend, attempts=3, backoff=250)
     t0 = clock()
@@ -37,6 +41,20 @@ def test_fixed_backoff(backend: Any, clock: Any) -> None:
     assert backend.get_job(job.id).run_at == t0 + 250
 
 
+@requires(C.DLQ)
+def test_dlq_entry_keeps_reason_and_last_error(backend: Any) -> None:
+    job = add(backend, attempts=2, backoff=0, data={"k": 1})
+    fail(backend, lease1(backend), "first")
+    fail(backend, lease1(backend), "second")
+    [entry] = backend.dlq_list("q")
+    assert entry.job.id == job.id and entry.job.data == {"k": 1}
+    assert entry.reason is FailureReason.MAX_ATTEMPTS_EXCEEDED and entry.error == "second"
+    last = entry.history[-1]
+    assert (last.attempt, last.error, last.duration_ms) == (2, "second", 5)
+    assert backend.dlq_size("q") == 1 and backend.counts("q")[JobState.FAILED] == 1
+
+
+@requires(C.DLQ, C.HISTORY)
 def test_dlq_entry_keeps_reason_error_and_history(backend: Any, clock: Any) -> None:
     job = add(backend, attempts=2, backoff=0, data={"k": 1})
     fail(backend, lease1(backend), "first")
@@ -50,12 +68,14 @@ def test_dlq_entry_keeps_reason_error_and_history(backend: Any, clock: Any) -> N
     assert backend.dlq_size("q") == 1 and backend.counts("q")[JobState.FAILED] == 1
 
 
+@requires(C.DLQ, C.GET_JOB)
 def test_unrecoverable_goes_straight_to_dlq(backend: Any) -> None:
     job = add(backend, attempts=5)
     fail(backend, lease1(backend), unrecoverable=True)
     assert backend.get_job(job.id).reason is FailureReason.EXPLICIT_FAIL
 
 
+@requires(C.GET_JOB, C.CLOCK)
 def test_delayed_error_gives_the_attempt_back(backend: Any, clock: Any) -> None:
     job = add(backend, attempts=1)
     fail(backend, lease1(backend), delay_ms=500, give_back_attempt=True)
@@ -65,12 +85,14 @@ def test_delayed_error_gives_the_attempt_back(backend: Any, clock: Any) -> None:
     assert lease1(backend).attempt == 1
 
 
+@requires(C.DLQ, C.GET_JOB)
 def test_timeout_on_last_attempt_is_reason_timeout(backend: Any) -> None:
     job = add(backend, attempts=1)
     fail(backend, lease1(backend), reason=FailureReason.TIMEOUT)
     assert backend.get_job(job.id).reason is FailureReason.TIMEOUT
 
 
+@requires(C.DLQ, C.GET_JOB)
 def test_dlq_retry_one_and_all(backend: Any) -> None:
     a = add(backend, attempts=1)
     b = add(backend, attempts=1)
@@ -84,6 +106,7 @@ def test_dlq_retry_one_and_all(backend: Any) -> None:
     assert {lease.id for lease in backend.lease("q", 5, 30_000)} == {a.id, b.id}
 
 
+@requires(C.DLQ, C.GET_JOB)
 def test_dlq_purge_and_remove(backend: Any) -> None:
     ids = [add(backend, attempts=1).id for _ in range(3)]
     for lease in backend.lease("q", 3, 30_000):
@@ -95,6 +118,7 @@ def test_dlq_purge_and_remove(backend: Any) -> None:
     assert backend.dlq_size("q") == 0
 
 
+@requires(C.DLQ, C.CLOCK)
 def test_dlq_auto_retry_during_sweep(backend: Any, clock: Any) -> None:
     backend.dlq_config("q", DlqConfig(auto_retry=True, auto_retry_interval=1_000,
                                       max_auto_retries=1))  # fmt: skip
@@ -110,6 +134,7 @@ def test_dlq_auto_retry_during_sweep(backend: Any, clock: Any) -> None:
     assert backend.get_job(job.id).state is JobState.FAILED
 
 
+@requires(C.DLQ, C.CLOCK)
 def test_dlq_bounds_drop_old_and_excess_entries(backend: Any, clock: Any) -> None:
     backend.dlq_config("q", DlqConfig(max_entries=2, max_age=10_000))
     assert backend.dlq_config("q").max_entries == 2

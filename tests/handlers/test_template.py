@@ -37,10 +37,8 @@ def test_cfn_lint_passes() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_sam_validate_lint_passes_when_sam_is_installed() -> None:
-    sam = shutil.which("sam")
-    if sam is None:
-        pytest.skip("aws-sam-cli is not installed (optional: cfn-lint covers the lint)")
+def test_sam_validate_lint_passes() -> None:
+    sam = tool("sam", "aws-sam-cli")
     out = subprocess.run([sam, "validate", "--lint", "-t", str(TEMPLATE)], capture_output=True,
                          text=True, env=AWS_ENV, check=False)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr

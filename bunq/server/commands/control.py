@@ -1,0 +1,169 @@
+"""Queue control and the dead-letter queue: pause, drain, clean, limits, DLQ."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ...backends.base import Backend, QueueLimits
+from ...job import JobState
+from ..context import ServerContext, Session
+from ..fields import as_bool, as_int, as_str, opt_int
+from ..shapes import job_to_wire
+from ..wire import queue_of, state_of
+from . import command
+
+
+@command("Pause", "Resume")
+async def pause(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    queue = queue_of(msg)
+    if msg.get("cmd") == "Pause":
+        await ctx.run(ctx.backend.pause, queue)
+    else:
+        await ctx.run(ctx.backend.resume, queue)
+        ctx.waiters.notify((queue,))
+    return {}
+
+
+@command("IsPaused")
+async def is_paused(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    return {"paused": await ctx.run(ctx.backend.is_paused, queue_of(msg))}
+
+
+@command("Drain")
+async def drain(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """Remove waiting and delayed jobs -> ``{count}``."""
+    return {"count": await ctx.run(ctx.backend.drain, queue_of(msg))}
+
+
+def _obliterate(backend: Backend, queue: str, force: bool) -> None:
+    if force:
+        call: Any = backend.obliterate  # ``force`` is an extension some backends offer
+        call(queue, force=True)
+    else:
+        backend.obliterate(queue)
+
+
+@command("Obliterate")
+async def obliterate(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """Remove a queue and its jobs; refused while jobs are active unless ``force`` (bunq)."""
+    await ctx.run(_obliterate, ctx.backend, queue_of(msg), as_bool(msg.get("force"), "force"))
+    return {}
+
+
+@command("Clean")
+async def clean(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{queue, grace, limit, state}`` -> ``{count, ids}`` (state completed or failed)."""
+    queue = queue_of(msg)
+    grace = opt_int(msg, "grace", 0)
+    limit = opt_int(msg, "limit", 1000, 0, 100_000)
+    state = state_of(msg.get("state") or "completed")
+    ids = await ctx.run(ctx.backend.clean, queue, grace, limit, state)
+    return {"count": len(ids), "ids": list(ids)}
+
+
+@command("ListQueues")
+async def list_queues(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    return {"queues": await ctx.run(ctx.backend.queues)}
+
+
+def _set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> None:
+    backend.set_limits(queue, replace(backend.get_limits(queue), **changes))
+
+
+@command("RateLimit", "RateLimitClear", "SetConcurrency", "ClearConcurrency")
+async def limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """Queue-wide limits: ``RateLimit {limit, duration}``, ``SetConcurrency {limit}``.
+
+    ``RateLimit.ttl`` (auto-expiry) is not supported: the limit stays until cleared.
+    """
+    cmd = msg.get("cmd")
+    queue = queue_of(msg)
+    changes: dict[str, Any]
+    if cmd == "RateLimit":
+        changes = {
+            "rate_max": as_int(msg.get("limit"), "limit", 1, 10**9),
+            "rate_duration": opt_int(msg, "duration", 1000, 1, 86_400_000),
+        }
+    elif cmd == "SetConcurrency":
+        changes = {"concurrency": as_int(msg.get("limit"), "limit", 1, 10**9)}
+    elif cmd == "RateLimitClear":
+        changes = {"rate_max": None}
+    else:
+        changes = {"concurrency": None}
+    await ctx.run(_set_limits, ctx.backend, queue, changes)
+    ctx.waiters.notify((queue,))
+    return {}
+
+
+def _dlq_entries(backend: Backend, queue: str, count: int) -> list[dict[str, Any]]:
+    out = []
+    for e in backend.dlq_list(queue, count, 0):
+        out.append(
+            {
+                "job": job_to_wire(e.job, JobState.FAILED.value, with_result=True),
+                "reason": e.reason.value,
+                "error": e.error,
+                "enteredAt": float(e.entered_at),
+                "attempts": [a.to_dict() for a in e.history],
+                "retryCount": e.auto_retries,
+            }
+        )
+    return out
+
+
+@command("Dlq")
+async def dlq(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{queue, count?}`` -> ``{jobs, entries}`` (newest first)."""
+    count = opt_int(msg, "count", 100, 0, 10_000)
+    entries = await ctx.run(_dlq_entries, ctx.backend, queue_of(msg), count)
+    return {"jobs": [e["job"] for e in entries], "entries": entries}
+
+
+def _retry_dlq(backend: Backend, queue: str, job_id: str | None, count: int | None) -> int:
+    if job_id is not None or count is None:
+        return backend.dlq_retry(queue, job_id)
+    return sum(backend.dlq_retry(queue, e.job.id) for e in backend.dlq_list(queue, count, 0))
+
+
+@command("RetryDlq")
+async def retry_dlq(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{queue, jobId?, count?}`` -> ``{count}``: back to waiting with fresh attempts."""
+    queue = queue_of(msg)
+    job_id = None if msg.get("jobId") is None else as_str(msg.get("jobId"), "jobId", 1024)
+    count = None if msg.get("count") is None else as_int(msg.get("count"), "count", 0, 100_000)
+    n = await ctx.run(_retry_dlq, ctx.backend, queue, job_id, count)
+    ctx.waiters.notify((queue,))
+    return {"count": n}
+
+
+@command("PurgeDlq")
+async def purge_dlq(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    return {"count": await ctx.run(ctx.backend.dlq_purge, queue_of(msg))}
+
+
+@command("RemoveDlqJob")
+async def remove_dlq_job(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    job_id = as_str(msg.get("jobId"), "jobId", 1024)
+    removed = await ctx.run(ctx.backend.dlq_remove, queue_of(msg), job_id)
+    return {"data": {"removed": removed}}
+
+
+@command("GetDlqStats")
+async def dlq_stats(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    return {"data": {"stats": {"total": await ctx.run(ctx.backend.dlq_size, queue_of(msg))}}}
+
+
+def limits_to_wire(limits: QueueLimits) -> dict[str, Any]:
+    return {
+        "rateLimit": limits.rate_max,
+        "rateDuration": limits.rate_duration,
+        "concurrency": limits.concurrency,
+    }
+
+
+@command("GetQueueLimits")
+async def get_limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    limits_ = await ctx.run(ctx.backend.get_limits, queue_of(msg))
+    return {"data": limits_to_wire(limits_)}

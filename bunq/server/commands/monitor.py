@@ -1,0 +1,176 @@
+"""Session and monitoring: Auth, Hello, Ping, Stats, Metrics, Prometheus, worker registry."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ... import __version__
+from ...backends.base import Backend
+from ...errors import AuthError
+from ...job import JobState
+from ...policy import DEFAULT_MAX_STALLS
+from ...protocol import CAPABILITIES, PROTOCOL_VERSION
+from ..context import ServerContext, Session
+from ..fields import as_str
+from . import command
+
+MAX_WORKERS = 10_000
+MAX_QUEUES_IN_STATS = 1000
+
+
+@command("Auth")
+async def auth(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{token}``: constant-time compare against every configured token."""
+    token = msg.get("token")
+    given = token.encode() if isinstance(token, str) else b""
+    ok = False
+    for accepted in ctx.config.tokens:
+        ok |= hmac.compare_digest(given, accepted.encode())
+    if not ok:
+        raise AuthError("Invalid token")
+    s.authed = True
+    return {}
+
+
+@command("Hello")
+async def hello(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """Protocol discovery; a client declaring capability ``bunq`` gets exact 64-bit integers."""
+    caps = msg.get("capabilities")
+    if isinstance(caps, list) and "bunq" in caps:
+        s.exact_ints = True
+    b = ctx.backend
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": [*CAPABILITIES, "bunq"],
+        "server": "bunq",
+        "version": __version__,
+        "bunq": {
+            "kind": b.kind,
+            "capabilities": sorted(c.value for c in b.capabilities),
+            "maxStalls": getattr(b, "max_stalls", DEFAULT_MAX_STALLS),
+            "time": b.clock(),
+            "maxFrame": ctx.config.max_frame,
+        },
+    }
+
+
+@command("Ping")
+async def ping(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    return {"data": {"pong": True, "time": float(time.time() * 1000)}}
+
+
+def totals(backend: Backend) -> dict[str, int]:
+    """Jobs per state over every queue (at most MAX_QUEUES_IN_STATS queues)."""
+    out = dict.fromkeys((s.value for s in JobState), 0)
+    for q in backend.queues()[:MAX_QUEUES_IN_STATS]:
+        for state, n in backend.counts(q).items():
+            out[state.value] += n
+    return out
+
+
+def per_queue(backend: Backend, limit: int = 100) -> dict[str, dict[str, int]]:
+    """Counts per queue in metric names (``failed`` is reported as ``dlq``)."""
+    snap = {}
+    for q in backend.queues()[:limit]:
+        c = {s.value: n for s, n in backend.counts(q).items()}
+        c["dlq"] = c.pop("failed", 0)
+        snap[q] = c
+    return snap
+
+
+@command("Stats")
+async def stats(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    t = await ctx.run(totals, ctx.backend)
+    m = ctx.metrics.totals()
+    return {
+        "stats": {
+            "waiting": t["waiting"] + t["paused"],
+            "active": t["active"],
+            "delayed": t["delayed"],
+            "dlq": t["failed"],
+            "completed": t["completed"],
+            "failed": m["failed"],
+            "uptime": time.time() - ctx.started,
+            "pushed": m["pushed"],
+            "pulled": m["pulled"],
+        }
+    }
+
+
+@command("Metrics")
+async def metrics(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    m = ctx.metrics.totals()
+    return {
+        "metrics": {
+            "totalPushed": m["pushed"],
+            "totalPulled": m["pulled"],
+            "totalCompleted": m["completed"],
+            "totalFailed": m["failed"],
+            "activeConnections": ctx.metrics.connections._value.get(),
+        }
+    }
+
+
+async def refresh_queue_gauges(ctx: ServerContext) -> None:
+    """Read per-queue counts into the metrics snapshot (before a scrape)."""
+    ctx.metrics.queues.snapshot = await ctx.run(per_queue, ctx.backend)
+    ctx.metrics.leases.set(len(ctx.leases))
+
+
+@command("Prometheus")
+async def prometheus(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    await refresh_queue_gauges(ctx)
+    return {"data": {"metrics": ctx.metrics.text().decode()}}
+
+
+def _remember(ctx: ServerContext, s: Session, worker_id: str, info: dict[str, Any]) -> None:
+    if worker_id not in ctx.workers and len(ctx.workers) >= MAX_WORKERS:
+        ctx.workers.pop(next(iter(ctx.workers)))
+    entry = ctx.workers.setdefault(worker_id, {"id": worker_id, "registeredAt": time.time() * 1000})
+    entry.update(info, lastSeen=time.time() * 1000)
+    s.workers[worker_id] = entry
+
+
+def _small(msg: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: msg[k] for k in keys if isinstance(msg.get(k), (str, int, float, bool))}
+
+
+@command("RegisterWorker")
+async def register(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    worker_id = as_str(msg.get("workerId") or msg.get("name"), "workerId", 512)
+    info = _small(msg, ("name", "concurrency", "hostname", "pid", "startedAt"))
+    queues = msg.get("queues")
+    if isinstance(queues, list):
+        info["queues"] = [q for q in queues[:100] if isinstance(q, str)]
+    _remember(ctx, s, worker_id, info)
+    return {"data": dict(ctx.workers[worker_id])}
+
+
+@command("Heartbeat")
+async def worker_heartbeat(
+    ctx: ServerContext, msg: Mapping[str, Any], s: Session
+) -> dict[str, Any]:
+    worker_id = as_str(msg.get("id") or msg.get("workerId"), "id", 512)
+    _remember(ctx, s, worker_id, _small(msg, ("activeJobs", "processed", "failed")))
+    return {"data": {"ok": True}}
+
+
+@command("UnregisterWorker")
+async def unregister(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    worker_id = as_str(msg.get("workerId"), "workerId", 512)
+    s.workers.pop(worker_id, None)
+    return {"data": {"removed": ctx.workers.pop(worker_id, None) is not None}}
+
+
+@command("ListWorkers")
+async def list_workers(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    return {"data": {"workers": list(ctx.workers.values())[:1000]}}
+
+
+@command("SubscribeEvents", "UnsubscribeEvents")
+async def subscribe(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """Accepted so bunqueue workers start; bunq serve pushes no event frames (yet)."""
+    return {}

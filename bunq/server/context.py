@@ -1,0 +1,177 @@
+"""What every command handler sees: the backend and the server's shared state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends.base import Backend
+from ..errors import BunqError, JobNotFound, LeaseLost
+from ..job import Job, JobState, Lease, Settle
+from ..protocol import DEFAULT_MAX_FRAME, parse_token
+from .metrics import Metrics
+from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of one server (the CLI fills them from flags and ``Settings``).
+
+    :param tokens: accepted ``Auth`` tokens; empty means no authentication.
+    :param max_frame: largest frame body accepted (bytes); a larger one closes the connection.
+    :param idle_timeout: seconds without a complete frame (and nothing in flight)
+        before a connection is closed; also the deadline for finishing a started frame.
+    :param max_inflight: requests per connection being served at once; more wait unread.
+    :param threads: backend threads (ignored for inline backends).
+    :param inline: run backend calls on the event loop (None: decide by backend kind).
+    :param sweep_interval: seconds between sweeps (expired leases, TTLs, DLQ upkeep).
+    :param cron_interval: seconds between firings of due cron schedules.
+    :param poll_recheck: seconds between re-checks of a long poll (jobs that came
+        due or were added by another process wake no one).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 6789
+    http_port: int | None = 6790
+    tokens: tuple[str, ...] = ()
+    max_frame: int = DEFAULT_MAX_FRAME
+    idle_timeout: float = 60.0
+    max_inflight: int = 100
+    threads: int = 1
+    inline: bool | None = None
+    sweep_interval: float = 1.0
+    cron_interval: float = 1.0
+    poll_recheck: float = 0.1
+    max_lease_ms: int = 24 * 3600_000
+    default_lease_ms: int = 30_000
+
+
+@dataclass(slots=True)
+class Session:
+    """Per-connection state a handler may read or change."""
+
+    peer: str = ""
+    authed: bool = False
+    exact_ints: bool = False  # bunq's own client: 64-bit integers are fine
+    closed: bool = False
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class ServerContext:
+    """The backend plus the state shared by all connections."""
+
+    def __init__(self, backend: Backend, config: ServerConfig) -> None:
+        self.backend = backend
+        self.config = config
+        inline = config.inline if config.inline is not None else backend.kind in INLINE_KINDS
+        self.run = Runner(inline, config.threads)
+        self.leases = LeaseTable()
+        self.waiters = Waiters()
+        self.metrics = Metrics()
+        self.started = time.time()
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.adder: Coalescer[list[Any], list[Job]] = Coalescer(
+            self.run, self._add_groups, blocking=_any_durable
+        )
+        self.completer: Coalescer[list[tuple[Lease, Any]], list[Settle]] = Coalescer(
+            self.run, self._complete_groups
+        )
+        self.scheduler: Any = None  # bunq.cron.Scheduler when available
+        self.stopping = False
+
+    # -- group commit ------------------------------------------------------------------
+    def _add_groups(self, groups: list[list[Any]]) -> Sequence[list[Job] | BaseException]:
+        if len(groups) == 1:
+            return each_or_error(self.backend.add, groups)
+        try:
+            jobs = self.backend.add([j for g in groups for j in g])
+        except BunqError:  # one bad request must not fail its neighbours
+            return each_or_error(self.backend.add, groups)
+        return split(jobs, [len(g) for g in groups])
+
+    def _complete_groups(
+        self, groups: list[list[tuple[Lease, Any]]]
+    ) -> Sequence[list[Settle] | BaseException]:
+        if len(groups) == 1:
+            return each_or_error(self.backend.complete_many, groups)
+        try:
+            settled = self.backend.complete_many([i for g in groups for i in g])
+        except BunqError:
+            return each_or_error(self.backend.complete_many, groups)
+        return split(settled, [len(g) for g in groups])
+
+    async def add(self, jobs: list[Any]) -> list[Job]:
+        """Admit ``jobs`` (atomic as one request) through the group commit."""
+        out = await self.adder.submit(jobs)
+        self.metrics.pushed.inc(len(out))
+        self.waiters.notify({j.queue for j in out})
+        return out
+
+    async def complete(self, items: list[tuple[Lease, Any]]) -> list[Settle]:
+        settled = await self.completer.submit(items)
+        done = 0
+        for (lease, _), s in zip(items, settled, strict=False):
+            self.leases.forget(lease)
+            done += s is Settle.OK
+        self.metrics.completed.inc(done)
+        self.waiters.notify({lease.job.queue for lease, _ in items})  # concurrency slots
+        return settled
+
+    # -- leases ------------------------------------------------------------------------
+    async def resolve(self, job_id: str, token: object) -> Lease:
+        """Turn a client's ``{id, token}`` into a Lease (LeaseLost when it opens nothing)."""
+        got = (await self.resolve_many([(job_id, token)]))[0]
+        if isinstance(got, BunqError):
+            raise got
+        return got
+
+    async def resolve_many(self, pairs: Sequence[tuple[str, object]]) -> list[Lease | BunqError]:
+        """Resolve many ``(id, token)`` pairs: leases this server holds first, then
+        one backend round for the rest (tokens carry the attempt, so a lease
+        outlives a server restart)."""
+        out: list[Lease | BunqError] = []
+        misses: list[tuple[int, str, tuple[str, int]]] = []
+        for job_id, token in pairs:
+            held = self.leases.find(job_id, token)
+            if held is not None:
+                out.append(held.lease)
+                continue
+            parsed = None if self.leases.settled(token) else parse_token(token)
+            if parsed is None:
+                msg = f"Invalid or expired lock token for job {job_id}"
+                out.append(LeaseLost(msg, job_id=job_id))
+            else:
+                misses.append((len(out), job_id, parsed))
+                out.append(LeaseLost("unresolved"))
+        if misses:
+            jobs = await self.run(_get_jobs, self.backend, [m[1] for m in misses])
+            for (i, job_id, (token, attempt)), job in zip(misses, jobs, strict=True):
+                out[i] = (
+                    Lease(job, token, attempt, 0)
+                    if job is not None
+                    else JobNotFound(f"Job not found: {job_id}", job_id=job_id)
+                )
+        return out
+
+    async def finalized(self, job_id: str) -> bool:
+        """Whether a stale outcome is late rather than wrong: the job is gone or terminal."""
+        job = await self.run(self.backend.get_job, job_id)
+        return job is None or job.state in (JobState.COMPLETED, JobState.FAILED)
+
+    # -- misc --------------------------------------------------------------------------
+    def close(self) -> None:
+        self.run.close()
+
+
+def _get_jobs(backend: Backend, ids: list[str]) -> list[Job | None]:
+    return [backend.get_job(i) for i in ids]
+
+
+def _any_durable(groups: list[list[Any]]) -> bool:
+    """A durable add commits before it returns: keep it off an inline event loop."""
+    return any(j.opts.durable for g in groups for j in g)
+
+
+Handler = Callable[[ServerContext, Mapping[str, Any], Session], Awaitable[dict[str, Any]]]

@@ -1,0 +1,119 @@
+"""Prometheus metrics of ``bunq serve`` (prometheus_client, a registry of its own).
+
+Counters and the command-latency histogram are updated as commands run; the
+per-queue job gauges are read from a snapshot the server refreshes before each
+scrape (``/metrics`` or the ``Prometheus`` command), at most 100 queues.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+MAX_QUEUES = 100
+STATES = ("waiting", "delayed", "active", "completed", "dlq", "paused", "waiting-children")
+_BUCKETS = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+class _QueueGauges(Collector):
+    """Jobs per queue and state, from the last snapshot."""
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, dict[str, int]] = {}
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        fam = GaugeMetricFamily(
+            "bunq_queue_jobs", "Jobs per queue and state", labels=["queue", "state"]
+        )
+        totals = dict.fromkeys(STATES, 0)
+        for queue, counts in sorted(self.snapshot.items())[:MAX_QUEUES]:
+            for state in STATES:
+                n = counts.get(state, 0)
+                totals[state] += n
+                fam.add_metric([queue, state], n)
+        yield fam
+        every = GaugeMetricFamily("bunq_jobs", "Jobs per state, all queues", labels=["state"])
+        for state in STATES:
+            every.add_metric([state], totals[state])
+        yield every
+
+
+class Metrics:
+    """Every metric the server exports."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.pushed = Counter("bunq_jobs_pushed", "Jobs added", registry=r)
+        self.pulled = Counter("bunq_jobs_pulled", "Jobs leased", registry=r)
+        self.completed = Counter("bunq_jobs_completed", "Jobs completed", registry=r)
+        self.failed = Counter("bunq_jobs_failed", "Failed attempts recorded", registry=r)
+        self.errors = Counter(
+            "bunq_command_errors", "Commands answered ok: false", ["cmd"], registry=r
+        )
+        self.latency = Histogram(
+            "bunq_command_duration_seconds",
+            "Command latency",
+            ["cmd"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.connections = Gauge("bunq_connections", "Open TCP connections", registry=r)
+        self.leases = Gauge("bunq_leases_held", "Leases this server tracks", registry=r)
+        self.queues = _QueueGauges()
+        r.register(self.queues)
+        self._children: dict[str, Any] = {}
+        self._err_children: dict[str, Any] = {}
+        self.started = time.time()
+        self.commands = 0
+
+    def observe(self, cmd: str, seconds: float, ok: bool) -> None:
+        """Record one command's latency (and its error)."""
+        self.commands += 1
+        child = self._children.get(cmd)
+        if child is None:
+            if len(self._children) > 256:  # unknown command names are not labels
+                cmd = "other"
+            child = self._children.setdefault(cmd, self.latency.labels(cmd))
+        child.observe(seconds)
+        if not ok:
+            err = self._err_children.get(cmd)
+            if err is None:
+                err = self._err_children.setdefault(cmd, self.errors.labels(cmd))
+            err.inc()
+
+    def text(self) -> bytes:
+        """Return the Prometheus exposition text."""
+        return generate_latest(self.registry)
+
+    def totals(self) -> dict[str, float]:
+        return {
+            "pushed": self.pushed._value.get(),
+            "pulled": self.pulled._value.get(),
+            "completed": self.completed._value.get(),
+            "failed": self.failed._value.get(),
+        }

@@ -1,0 +1,264 @@
+"""Server-side state shared by the command handlers.
+
+- :class:`Runner` runs blocking backend calls: on a small thread pool, or
+  inline on the event loop for a backend that never blocks (the memory engine).
+- :class:`LeaseTable` remembers the leases this server handed out, so a
+  bunqueue client's ``{id, token}`` can be turned back into a bunq ``Lease``
+  (with its job snapshot) without a lookup per acknowledgement.
+- :class:`Waiters` wakes long-polling ``PULL`` requests when a queue may have work.
+- :class:`Coalescer` merges concurrent requests into one backend call (group
+  commit): many single ``PUSH``/``ACK`` frames become one ``add`` / ``complete_many``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import contextvars
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..errors import BunqError
+from ..job import Lease
+from ..protocol import wire_token
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: backends whose calls never block (memory, no I/O on the caller's path): run inline
+INLINE_KINDS = frozenset({"memory", "embedded"})
+
+
+class Runner:
+    """Run backend calls where they belong: inline, or on ``threads`` worker threads.
+
+    :param inline: call on the event loop (only for backends that never block).
+    :param threads: pool size otherwise; 1 suits SQLite (one writer), more suits
+        network databases.
+    """
+
+    def __init__(self, inline: bool, threads: int = 1) -> None:
+        self.inline = inline
+        self._pool = None if inline else cf.ThreadPoolExecutor(threads, "bunq-backend")
+        self._side: cf.ThreadPoolExecutor | None = None
+
+    async def __call__(self, fn: Callable[..., R], *args: Any) -> R:
+        if self._pool is None:
+            return fn(*args)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, fn, *args)
+
+    async def offload(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run a call that may block even on an inline backend (a durable commit)."""
+        if self._pool is not None:
+            return await self(fn, *args)
+        if self._side is None:
+            self._side = cf.ThreadPoolExecutor(1, "bunq-durable")
+        return await asyncio.get_running_loop().run_in_executor(self._side, fn, *args)
+
+    def close(self) -> None:
+        for pool in (self._pool, self._side):
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+
+@dataclass(slots=True)
+class Held:
+    """A lease this server handed out, with what it needs to renew it."""
+
+    lease: Lease
+    wire: str
+    lease_ms: int
+    locked: bool  # pulled with an owner: settling needs the token
+    expires_at: int
+
+
+class LeaseTable:
+    """Leases handed out by this server, by job id (event-loop thread only).
+
+    Bounded by the leases live within one lease length: :meth:`prune` drops
+    entries past their expiry (the backend's sweep takes those jobs back).
+    """
+
+    SETTLED_MAX = 65_536
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Held] = {}
+        # wire tokens of leases settled here: a late heartbeat or ack for one of them
+        # is answered without a backend lookup (workers heartbeat jobs being acked)
+        self._settled: dict[str, None] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def add(self, leases: Iterable[Lease], lease_ms: int, locked: bool) -> list[str]:
+        """Remember leases; return their wire tokens in order."""
+        out = []
+        for lease in leases:
+            w = wire_token(lease.token, lease.attempt)
+            self._by_id[lease.job.id] = Held(lease, w, lease_ms, locked, lease.expires_at)
+            out.append(w)
+        return out
+
+    def find(self, job_id: str, token: object) -> Held | None:
+        """Return the held lease of ``job_id`` if ``token`` opens it.
+
+        A missing token opens only a lease pulled without an owner (bunqueue's
+        lock-free pulls); any other token must match exactly.
+        """
+        held = self._by_id.get(job_id)
+        if held is None:
+            return None
+        if token is None or token == "":
+            return None if held.locked else held
+        return held if token == held.wire else None
+
+    def lease_ms(self, lease: Lease, default: int) -> int:
+        """The lease length ``lease`` was pulled with (``default`` if this server did not)."""
+        held = self._by_id.get(lease.job.id)
+        if held is not None and held.lease.token == lease.token:
+            return held.lease_ms
+        return default
+
+    def fresh(self, lease: Lease, now: int, margin_ms: int) -> bool:
+        """Whether ``lease`` is held here and still runs more than ``margin_ms`` past ``now``."""
+        held = self._by_id.get(lease.job.id)
+        return (
+            held is not None
+            and held.lease.token == lease.token
+            and held.lease.attempt == lease.attempt
+            and held.expires_at - now > margin_ms
+        )
+
+    def forget(self, lease: Lease) -> None:
+        """Drop a settled lease (and remember its token as settled)."""
+        held = self._by_id.get(lease.job.id)
+        if (
+            held is not None
+            and held.lease.token == lease.token
+            and held.lease.attempt == lease.attempt
+        ):
+            del self._by_id[lease.job.id]
+            if len(self._settled) >= self.SETTLED_MAX:
+                del self._settled[next(iter(self._settled))]
+            self._settled[held.wire] = None
+
+    def settled(self, token: object) -> bool:
+        """Whether ``token`` belonged to a lease already settled on this server."""
+        return isinstance(token, str) and token in self._settled
+
+    def touch(self, job_id: str, expires_at: int) -> None:
+        held = self._by_id.get(job_id)
+        if held is not None:
+            held.expires_at = expires_at
+
+    def prune(self, now: int, grace_ms: int = 5_000) -> int:
+        """Drop leases expired more than ``grace_ms`` ago; return how many."""
+        dead = [k for k, h in self._by_id.items() if h.expires_at + grace_ms < now]
+        for k in dead:
+            del self._by_id[k]
+        return len(dead)
+
+
+class Waiters:
+    """Per-queue wake-ups for long polls (event-loop thread only)."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, asyncio.Event] = {}
+        self.closed = False
+
+    def notify(self, queues: Iterable[str]) -> None:
+        for q in queues:
+            ev = self._events.pop(q, None)
+            if ev is not None:
+                ev.set()
+
+    def notify_all(self) -> None:
+        self.notify(list(self._events))
+
+    async def wait(self, queue: str, timeout_s: float) -> None:
+        """Return when ``queue`` is notified or after ``timeout_s``."""
+        if self.closed or timeout_s <= 0:
+            return
+        ev = self._events.get(queue)
+        if ev is None:
+            ev = self._events[queue] = asyncio.Event()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await ev.wait()
+        except TimeoutError:
+            pass
+
+
+class Coalescer(Generic[T, R]):
+    """Merge concurrent submissions into one call of ``run_many`` (group commit).
+
+    ``run_many(items)`` runs through the :class:`Runner` and returns one result
+    per item, or the exception that item gets. While one call runs, new items
+    wait and go together in the next; at most ``max_items`` per call.
+    """
+
+    def __init__(
+        self,
+        run: Runner,
+        run_many: Callable[[list[T]], Sequence[R | BaseException]],
+        max_items: int = 2_000,
+        blocking: Callable[[list[T]], bool] | None = None,
+    ) -> None:
+        self._run = run
+        self._run_many = run_many
+        self._blocking = blocking
+        self._max = max_items
+        self._pending: list[tuple[T, asyncio.Future[R]]] = []
+        self._busy = False
+
+    async def submit(self, item: T) -> R:
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, fut))
+        if not self._busy:
+            self._busy = True
+            # a fresh context: the drain task outlives the request that started it
+            asyncio.get_running_loop().create_task(self._drain(), context=contextvars.Context())
+        return await fut
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[: self._max], self._pending[self._max :]
+                items = [item for item, _ in batch]
+                slow = self._blocking is not None and self._blocking(items)
+                try:
+                    call = self._run.offload if slow else self._run
+                    results = await call(self._run_many, items)
+                except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+                    results = [exc] * len(batch)
+                for (_, fut), res in zip(batch, results, strict=False):
+                    if fut.done():
+                        continue
+                    if isinstance(res, BaseException):
+                        fut.set_exception(res)
+                    else:
+                        fut.set_result(res)
+        finally:
+            self._busy = False
+
+
+def each_or_error(fn: Callable[[T], R], items: Sequence[T]) -> list[R | BaseException]:
+    """Apply ``fn`` to each item separately, capturing typed errors per item."""
+    out: list[R | BaseException] = []
+    for item in items:
+        try:
+            out.append(fn(item))
+        except BunqError as exc:
+            out.append(exc)
+    return out
+
+
+def split(flat: Sequence[T], sizes: Sequence[int]) -> list[list[T]]:
+    """Cut ``flat`` into consecutive pieces of ``sizes``."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(list(flat[at : at + n]))
+        at += n
+    return out

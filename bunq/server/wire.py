@@ -1,0 +1,206 @@
+"""bunqueue's request fields to bunq's model, and bunq's answers to bunqueue's shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..backends.base import check_queue_name
+from ..errors import UnsupportedError, ValidationError
+from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id
+from .fields import as_bool, as_int, as_str, str_list
+
+DEFAULT_JOB_NAME = "default"
+BACKOFF_CAP_MS = 3_600_000  # bunqueue caps backoff at 1 h unless maxDelay says otherwise
+MAX_BATCH = 10_000
+
+#: bunqueue features bunq does not implement: refused when set, never silently dropped
+UNSUPPORTED = frozenset(
+    {
+        "repeat",
+        "debounceId",
+        "debounceTtl",
+        "groupMaxSize",
+        "childrenIds",
+        "tags",
+        "failParentOnFailure",
+        "removeDependencyOnFailure",
+        "continueParentOnFailure",
+        "ignoreDependencyOnFailure",
+    }
+)
+
+_STATE_NAMES = {
+    "wait": JobState.WAITING,
+    "waiting": JobState.WAITING,
+    "prioritized": JobState.WAITING,
+    "paused": JobState.PAUSED,
+}
+
+
+def queue_of(msg: Mapping[str, Any]) -> str:
+    """Return the request's queue name (ConfigError when it is not a valid name)."""
+    return check_queue_name(msg.get("queue"))
+
+
+def name_and_data(fields: Mapping[str, Any]) -> tuple[str, Any]:
+    """Return (name, data): top-level ``name``, else the legacy ``data.name`` envelope."""
+    data = fields.get("data")
+    name = fields.get("name")
+    if name is not None:
+        return as_str(name, "name"), data
+    if isinstance(data, dict) and isinstance(data.get("name"), str):
+        data = dict(data)
+        return as_str(data.pop("name"), "name"), data
+    return DEFAULT_JOB_NAME, data
+
+
+def parse_backoff(value: object) -> Backoff:
+    """bunqueue backoff: ms (exponential) or ``{type, delay, maxDelay}``."""
+    if isinstance(value, Mapping):
+        kind = value.get("type", "exponential")
+        if kind not in ("fixed", "exponential"):
+            raise ValidationError("backoff.type must be fixed or exponential", field="backoff")
+        delay = as_int(value.get("delay", 1000), "backoff.delay", 0, 2**31)
+        cap = value.get("maxDelay")
+        cap_ms = BACKOFF_CAP_MS if cap is None else as_int(cap, "backoff.maxDelay", 0, 86_400_000)
+        return Backoff(kind, delay, cap_ms or BACKOFF_CAP_MS)
+    return Backoff("exponential", as_int(value, "backoff", 0, 2**31), BACKOFF_CAP_MS)
+
+
+def _dedup(opts: dict[str, Any], dedup: object) -> None:
+    if dedup is None:
+        return
+    if not isinstance(dedup, Mapping):
+        raise ValidationError("dedup must be a map {ttl, extend, replace}", field="dedup")
+    if dedup.get("ttl") is not None:
+        opts["unique_ttl"] = as_int(dedup["ttl"], "dedup.ttl")
+    if as_bool(dedup.get("replace"), "dedup.replace"):
+        opts["unique_strategy"] = "replace"
+    elif as_bool(dedup.get("extend"), "dedup.extend"):
+        opts["unique_strategy"] = "extend"
+
+
+def _refuse_unsupported(fields: Mapping[str, Any]) -> None:
+    for key in UNSUPPORTED.intersection(fields):
+        value = fields[key]
+        if value not in (None, False, [], {}, 0, ""):
+            raise UnsupportedError("bunq serve", f"job option {key!r}")
+
+
+_INTS = {
+    "priority": ("priority", -(2**31), 2**31),
+    "delay": ("delay", 0, 2**53),
+    "maxAttempts": ("attempts", 1, 10_000),
+    "ttl": ("ttl", 0, 2**53),
+    "timeout": ("timeout", 0, 2**53),
+}
+_BOOLS = {
+    "lifo": "lifo",
+    "removeOnComplete": "remove_on_complete",
+    "removeOnFail": "remove_on_fail",
+    "durable": "durable",
+}
+
+
+def push_options(fields: Mapping[str, Any], id_key: str) -> dict[str, Any]:
+    """Translate bunqueue job fields into bunq job options (validated later by JobOptions)."""
+    _refuse_unsupported(fields)
+    o: dict[str, Any] = {}
+    for wire, (ours, lo, hi) in _INTS.items():
+        if fields.get(wire) is not None:
+            o[ours] = as_int(fields[wire], wire, lo, hi)
+    for wire, ours in _BOOLS.items():
+        if fields.get(wire) is not None:
+            o[ours] = as_bool(fields[wire], wire)
+    _identity(o, fields, id_key)
+    if fields.get("backoff") is not None:
+        o["backoff"] = parse_backoff(fields["backoff"])
+    if fields.get("dependsOn"):
+        o["depends_on"] = str_list(fields["dependsOn"], "dependsOn")
+    if fields.get("parentId") is not None:
+        o["parent_id"] = as_str(fields["parentId"], "parentId")
+    return o
+
+
+def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None:
+    """Custom id, unique key (+ dedup policy) and group."""
+    if fields.get(id_key) is not None:
+        o["job_id"] = as_str(fields[id_key], id_key)
+    if fields.get("uniqueKey") is not None:
+        o["unique_key"] = as_str(fields["uniqueKey"], "uniqueKey", 1024)
+        _dedup(o, fields.get("dedup"))
+    g = fields.get("groupId")
+    if g is not None:  # clients may send numeric group ids; they are decimal strings
+        o["group"] = as_str(str(g) if type(g) is int else g, "groupId")
+
+
+_CACHE_MAX = 1024
+_options_cache: dict[tuple[Any, ...], JobOptions] = {}
+
+
+def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
+    """Validated options of one job; jobs of one shape (a bulk) share one JobOptions.
+
+    The cache key holds every field but name and data, with its type (so a
+    cached ``False`` never stands in for a refused ``0``); custom ids are not cached.
+    """
+    try:
+        key: tuple[Any, ...] | None = (id_key,) + tuple(
+            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"
+        )
+        hit = _options_cache.get(key)  # type: ignore[arg-type]
+    except TypeError:  # an unhashable value (a dedup map, a list): no caching
+        key, hit = None, None
+    if hit is not None:
+        return hit
+    opts = JobOptions.parse(push_options(fields, id_key))
+    if key is not None and opts.job_id is None:
+        if len(_options_cache) >= _CACHE_MAX:
+            _options_cache.clear()
+        _options_cache[key] = opts
+    return opts
+
+
+def push_job(queue: str, fields: Mapping[str, Any], id_key: str = "jobId") -> NewJob:
+    """Build the NewJob of one ``PUSH`` (``id_key='jobId'``) or ``PUSHB`` entry (``customId``)."""
+    if not isinstance(fields, Mapping):
+        raise ValidationError("each job must be a map", field="jobs")
+    name, data = name_and_data(fields)
+    opts = job_options(fields, id_key)
+    return NewJob(queue, name, data, opts, opts.job_id or new_job_id())
+
+
+def push_batch(msg: Mapping[str, Any]) -> list[NewJob]:
+    queue = queue_of(msg)
+    jobs = msg.get("jobs")
+    if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
+        raise ValidationError(f"jobs must be a list of 1-{MAX_BATCH} jobs", field="jobs")
+    return [push_job(queue, j, "customId") for j in jobs]
+
+
+def state_of(value: object, name: str = "state") -> JobState:
+    """Map a bunqueue state name to bunq's JobState."""
+    if isinstance(value, str):
+        if value in _STATE_NAMES:
+            return _STATE_NAMES[value]
+        try:
+            return JobState(value)
+        except ValueError:
+            pass
+    raise ValidationError(f"unknown {name} {value!r}", field=name)
+
+
+def counts_to_wire(counts: Mapping[JobState, int]) -> dict[str, int]:
+    """bunq counts in bunqueue's ``GetJobCounts`` shape (no separate prioritized)."""
+    c = {s.value: counts.get(s, 0) for s in JobState}
+    return {
+        "waiting": c["waiting"],
+        "prioritized": 0,
+        "delayed": c["delayed"],
+        "active": c["active"],
+        "completed": c["completed"],
+        "failed": c["failed"],
+        "waiting-children": c["waiting-children"],
+        "paused": c["paused"],
+    }
