@@ -11,7 +11,7 @@ import os
 
 from setuptools import Extension, setup
 
-CORE = ("heap", "minheap", "routing", "skiplist", "lru", "bucket")
+CORE = ("_heapbase", "heap", "minheap", "routing", "skiplist", "lru", "bucket")
 
 
 def ext_modules() -> list[Extension]:

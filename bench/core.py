@@ -62,13 +62,15 @@ def best_of(run: Runner, repeat: int) -> float:
 # -- workloads: each returns (ops, runner) for an implementation --------------
 
 
-def heap_push_pop(cls: Any, prios: list[int]) -> Runner:
+def heap_push_pop(cls: Any, values: list[Any]) -> Runner:
+    """Push keys 0..n-1 with ``values`` (priorities or run_at times), then pop them all."""
+
     def run() -> None:
         h = cls()
         push, pop = h.push, h.pop
-        for k, p in enumerate(prios):
-            push(k, p)
-        for _ in range(len(prios)):
+        for k, v in enumerate(values):
+            push(k, v)
+        for _ in range(len(values)):
             pop()
 
     return run
@@ -82,18 +84,6 @@ def heapq_push_pop(prios: list[int]) -> Runner:
             hpush(h, (-p, k, k))  # (-priority, seq, key): max-heap, FIFO ties
         for _ in range(len(prios)):
             hpop(h)
-
-    return run
-
-
-def minheap_push_pop(cls: Any, times: list[float]) -> Runner:
-    def run() -> None:
-        h = cls()
-        push, pop = h.push, h.pop
-        for k, t in enumerate(times):
-            push(k, t)
-        for _ in range(len(times)):
-            pop()
 
     return run
 
@@ -239,8 +229,8 @@ def workloads(n: int) -> list[dict[str, Any]]:
              compiled=heap_push_pop(heap.IndexedHeap, prios),
              pure=heap_push_pop(p_heap.IndexedHeap, prios), base=heapq_push_pop(prios)),
         dict(name="MinHeap push+pop", ops=2 * n, baseline="heapq (run_at, seq, key)",
-             compiled=minheap_push_pop(minheap.MinHeap, times),
-             pure=minheap_push_pop(p_minheap.MinHeap, times), base=heapq_timer_push_pop(times)),
+             compiled=heap_push_pop(minheap.MinHeap, times),
+             pure=heap_push_pop(p_minheap.MinHeap, times), base=heapq_timer_push_pop(times)),
         dict(name="LRU get/put 80/20", ops=n, baseline="OrderedDict LRU",
              compiled=lru_mix(lru.LRUCache, lru_ops, n // 10),
              pure=lru_mix(p_lru.LRUCache, lru_ops, n // 10),

@@ -6,7 +6,7 @@ cdef class TokenBucket:
     cdef double _tokens           # as of _last
     cdef double _last             # latest `now` seen; time never moves back
 
-    cdef void _refill(self, double now) noexcept
+    cdef inline int _refill(self, double now, double n) except -1
 
 
 cdef class SlidingWindow:

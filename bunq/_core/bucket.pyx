@@ -21,7 +21,7 @@
 """Token bucket and exact sliding-window rate limiters; time is passed in."""
 
 cimport cython
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.number cimport PyNumber_Index
 from libc.math cimport INFINITY, isfinite
 
@@ -62,8 +62,13 @@ cdef class TokenBucket:
         self._tokens = capacity
         self._last = now
 
-    cdef void _refill(self, double now) noexcept:
+    cdef inline int _refill(self, double now, double n) except -1:
+        # Validate (now, n) for a request of n tokens, then bring the level
+        # up to now.
         cdef double level
+        _check_time(now)
+        if not n >= 0.0:
+            raise ValueError(f"n must be >= 0, got {n!r}")
         if now > self._last:
             level = self._tokens + (now - self._last) * self._rate
             self._tokens = level if level < self._capacity else self._capacity
@@ -76,10 +81,7 @@ cdef class TokenBucket:
 
         Complexity: O(1).
         """
-        _check_time(now)
-        if not n >= 0.0:
-            raise ValueError(f"n must be >= 0, got {n!r}")
-        self._refill(now)
+        self._refill(now, n)
         if self._tokens >= n:
             self._tokens -= n
             return True
@@ -90,8 +92,7 @@ cdef class TokenBucket:
 
         Complexity: O(1).
         """
-        _check_time(now)
-        self._refill(now)
+        self._refill(now, 0.0)
         return self._tokens
 
     def _check(self):
@@ -112,10 +113,7 @@ cdef class TokenBucket:
 
         Complexity: O(1).
         """
-        _check_time(now)
-        if not n >= 0.0:
-            raise ValueError(f"n must be >= 0, got {n!r}")
-        self._refill(now)
+        self._refill(now, n)
         if self._tokens >= n:
             return 0.0
         if n > self._capacity or self._rate == 0.0:

@@ -21,6 +21,11 @@
 # evicts a batch of the oldest keys when it overflows, like bunqueue's
 # completed-jobs set: a batch amortises the eviction walk and keeps the set
 # from evicting on every add once full.
+#
+# Both subclass _SlotKeys, which holds the chain, _index and _keys and the
+# methods that only read them (clear, len, in, evictions, _check). The hot
+# methods stay in the final subclasses and use the chain_* functions and
+# the attributes directly, so the base costs them nothing.
 """LRU cache and FIFO-bounded set over a slot chain."""
 
 cimport cython
@@ -136,10 +141,76 @@ cdef Py_ssize_t _checked_maxsize(object maxsize) except -1:
     return min(m, sys.maxsize)
 
 
+# -- what both share ------------------------------------------------------
+
+cdef class _SlotKeys:
+    """Keys in a slot chain, oldest first; the base of LRUCache and BoundedSet."""
+
+    __class_getitem__ = classmethod(GenericAlias)
+
+    def __cinit__(self):
+        self._index = {}
+        self._keys = []
+        self._slotobj = []
+        chain_reset(&self._chain)
+
+    def __dealloc__(self):
+        chain_free(&self._chain)
+
+    def clear(self):
+        """Remove every key (not counted as evictions).
+
+        Complexity: O(n).
+        """
+        self._index.clear()
+        del self._keys[:]
+        del self._slotobj[:]
+        chain_reset(&self._chain)
+
+    @property
+    def evictions(self):
+        """Number of keys evicted for capacity so far."""
+        return self._evictions
+
+    def __len__(self):
+        return len(self._index)
+
+    def __contains__(self, key):
+        return key in self._index
+
+    def _check(self):
+        """Verify every invariant; raise ``AssertionError`` on a violation.
+
+        Complexity: O(n).
+        """
+        live = _check_chain(&self._chain, self._keys, self._index)
+        if live > self._maxsize:
+            raise AssertionError(f"{live} keys exceed maxsize {self._maxsize}")
+
+
+# Functions rather than _SlotKeys methods: Cython calls a method of the
+# non-final base through its vtable, even from its subclasses.
+
+cdef inline void _free_slot(_SlotKeys s, Py_ssize_t i) noexcept:
+    # Unlink slot i onto the free list; its key has left _index already.
+    chain_unlink(&s._chain, i)
+    chain_release(&s._chain, i)
+    s._keys[i] = None
+
+
+cdef inline Py_ssize_t _pop_slot(_SlotKeys s, object key) except -2:
+    # Remove key; return the slot it had (now free), or -1 if it was absent.
+    obj = s._index.pop(key, None)
+    if obj is None:
+        return -1
+    _free_slot(s, obj)
+    return obj
+
+
 # -- LRUCache -------------------------------------------------------------
 
 @cython.final
-cdef class LRUCache:
+cdef class LRUCache(_SlotKeys):
     """Mapping of at most ``maxsize`` entries that evicts the least recently used.
 
     ``get`` and ``put`` mark a key most recently used; ``peek``, ``pop`` and
@@ -155,22 +226,13 @@ cdef class LRUCache:
     (['a', 'c'], 1)
     """
 
-    __class_getitem__ = classmethod(GenericAlias)
-
     def __cinit__(self):
-        self._index = {}
-        self._keys = []
         self._values = []
-        self._slotobj = []
-        chain_reset(&self._chain)
 
     def __init__(self, maxsize):
         self._maxsize = _checked_maxsize(maxsize)
         self._evictions = 0
         self.clear()
-
-    def __dealloc__(self):
-        chain_free(&self._chain)
 
     cdef Py_ssize_t _alloc_slot(self) except -1:
         # A free slot number whose key/value entries exist (None) in the lists.
@@ -180,13 +242,6 @@ cdef class LRUCache:
             self._values.append(None)
             self._slotobj.append(i)
         return i
-
-    cdef void _drop_slot(self, Py_ssize_t i) noexcept:
-        # Caller already removed the key from _index.
-        chain_unlink(&self._chain, i)
-        chain_release(&self._chain, i)
-        self._keys[i] = None
-        self._values[i] = None
 
     @cython.boundscheck(False)  # bench/core.py "LRU get/put 80/20"
     @cython.wraparound(False)
@@ -254,13 +309,11 @@ cdef class LRUCache:
 
         Complexity: O(1).
         """
-        cdef Py_ssize_t i
-        obj = self._index.pop(key, None)
-        if obj is None:
+        cdef Py_ssize_t i = _pop_slot(self, key)
+        if i == -1:
             return default
-        i = obj
         value = self._values[i]
-        self._drop_slot(i)
+        self._values[i] = None
         return value
 
     def peek(self, key, default=None):
@@ -290,22 +343,8 @@ cdef class LRUCache:
 
         Complexity: O(n).
         """
-        self._index.clear()
-        del self._keys[:]
+        _SlotKeys.clear(self)
         del self._values[:]
-        del self._slotobj[:]
-        chain_reset(&self._chain)
-
-    @property
-    def evictions(self):
-        """Number of entries evicted for capacity so far."""
-        return self._evictions
-
-    def __len__(self):
-        return len(self._index)
-
-    def __contains__(self, key):
-        return key in self._index
 
     def _check(self):
         """Verify every invariant; raise ``AssertionError`` on a violation.
@@ -313,9 +352,7 @@ cdef class LRUCache:
         Complexity: O(n).
         """
         cdef Py_ssize_t i
-        live = _check_chain(&self._chain, self._keys, self._index)
-        if live > self._maxsize:
-            raise AssertionError(f"{live} entries exceed maxsize {self._maxsize}")
+        _SlotKeys._check(self)
         i = self._chain.free_head
         while i != -1:
             if self._values[i] is not None:
@@ -326,7 +363,7 @@ cdef class LRUCache:
 # -- BoundedSet -----------------------------------------------------------
 
 @cython.final
-cdef class BoundedSet:
+cdef class BoundedSet(_SlotKeys):
     """Set of at most ``maxsize`` keys that forgets the oldest in batches.
 
     Order is FIFO by first insertion: re-adding a present key does not
@@ -344,14 +381,6 @@ cdef class BoundedSet:
     (['c', 'd', 'e'], 2)
     """
 
-    __class_getitem__ = classmethod(GenericAlias)
-
-    def __cinit__(self):
-        self._index = {}
-        self._keys = []
-        self._slotobj = []
-        chain_reset(&self._chain)
-
     def __init__(self, maxsize, double evict_fraction=0.1):
         self._maxsize = _checked_maxsize(maxsize)
         if not 0.0 <= evict_fraction <= 1.0:
@@ -360,16 +389,10 @@ cdef class BoundedSet:
         self._evictions = 0
         self.clear()
 
-    def __dealloc__(self):
-        chain_free(&self._chain)
-
     cdef int _evict_oldest(self) except -1:
         cdef Py_ssize_t i = self._chain.head
-        key = self._keys[i]
-        del self._index[key]
-        chain_unlink(&self._chain, i)
-        chain_release(&self._chain, i)
-        self._keys[i] = None
+        del self._index[self._keys[i]]
+        _free_slot(self, i)
         self._evictions += 1
         return 0
 
@@ -380,7 +403,7 @@ cdef class BoundedSet:
 
         Complexity: O(1) amortised.
         """
-        cdef Py_ssize_t i, n
+        cdef Py_ssize_t i, _n
         if key in self._index:
             return
         i = chain_alloc(&self._chain)
@@ -392,7 +415,7 @@ cdef class BoundedSet:
         self._index[key] = self._slotobj[i]
         chain_append(&self._chain, i)
         if len(self._index) > self._maxsize:
-            for n in range(self._batch):
+            for _n in range(self._batch):
                 self._evict_oldest()
 
     def discard(self, key):
@@ -400,42 +423,4 @@ cdef class BoundedSet:
 
         Complexity: O(1).
         """
-        cdef Py_ssize_t i
-        obj = self._index.pop(key, None)
-        if obj is None:
-            return False
-        i = obj
-        chain_unlink(&self._chain, i)
-        chain_release(&self._chain, i)
-        self._keys[i] = None
-        return True
-
-    def clear(self):
-        """Remove every key (not counted as evictions).
-
-        Complexity: O(n).
-        """
-        self._index.clear()
-        del self._keys[:]
-        del self._slotobj[:]
-        chain_reset(&self._chain)
-
-    @property
-    def evictions(self):
-        """Number of keys evicted for capacity so far."""
-        return self._evictions
-
-    def __len__(self):
-        return len(self._index)
-
-    def __contains__(self, key):
-        return key in self._index
-
-    def _check(self):
-        """Verify every invariant; raise ``AssertionError`` on a violation.
-
-        Complexity: O(n).
-        """
-        live = _check_chain(&self._chain, self._keys, self._index)
-        if live > self._maxsize:
-            raise AssertionError(f"{live} keys exceed maxsize {self._maxsize}")
+        return _pop_slot(self, key) != -1

@@ -21,8 +21,39 @@ def _checked_maxsize(maxsize: int) -> int:
     return min(m, sys.maxsize)
 
 
+class _Bounded(Generic[K, V]):
+    """An ``OrderedDict`` of at most ``maxsize`` keys, oldest first; the shared part."""
+
+    __slots__ = ("_data", "_evictions", "_maxsize")
+
+    def __init__(self, maxsize: int) -> None:
+        self._maxsize = _checked_maxsize(maxsize)
+        self._evictions = 0
+        self._data: OrderedDict[K, V] = OrderedDict()  # oldest first
+
+    def clear(self) -> None:
+        """Remove every key (not counted as evictions)."""
+        self._data.clear()
+
+    @property
+    def evictions(self) -> int:
+        """Number of keys evicted for capacity so far."""
+        return self._evictions
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def _check(self) -> None:
+        """Verify the invariants; ``AssertionError`` on a violation."""
+        if len(self._data) > self._maxsize:
+            raise AssertionError("more keys than maxsize")
+
+
 @final
-class LRUCache(Generic[K, V]):
+class LRUCache(_Bounded[K, V]):
     """Mapping of at most ``maxsize`` entries that evicts the least recently used.
 
     ``get`` and ``put`` mark a key most recently used; ``peek``, ``pop`` and
@@ -35,12 +66,7 @@ class LRUCache(Generic[K, V]):
     (['a', 'c'], 1)
     """
 
-    __slots__ = ("_data", "_evictions", "_maxsize")
-
-    def __init__(self, maxsize: int) -> None:
-        self._maxsize = _checked_maxsize(maxsize)
-        self._evictions = 0
-        self._data: OrderedDict[K, V] = OrderedDict()  # oldest first
+    __slots__ = ()
 
     def get(self, key: K, default: V | None = None) -> V | None:
         """Return the value of ``key`` and mark it used, or ``default``."""
@@ -69,29 +95,9 @@ class LRUCache(Generic[K, V]):
         """Return the keys from least to most recently used."""
         return list(self._data)
 
-    def clear(self) -> None:
-        """Remove every entry (not counted as evictions)."""
-        self._data.clear()
-
-    @property
-    def evictions(self) -> int:
-        """Number of entries evicted for capacity so far."""
-        return self._evictions
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
-
-    def _check(self) -> None:
-        """Verify the invariants; ``AssertionError`` on a violation."""
-        if len(self._data) > self._maxsize:
-            raise AssertionError("more entries than maxsize")
-
 
 @final
-class BoundedSet(Generic[K]):
+class BoundedSet(_Bounded[K, None]):
     """Set of at most ``maxsize`` keys that forgets the oldest in batches.
 
     FIFO by first insertion (re-adding does not refresh). When an add makes
@@ -104,16 +110,14 @@ class BoundedSet(Generic[K]):
     (['c', 'd', 'e'], 2)
     """
 
-    __slots__ = ("_batch", "_data", "_evictions", "_maxsize")
+    __slots__ = ("_batch",)
 
     def __init__(self, maxsize: int, evict_fraction: float = 0.1) -> None:
-        self._maxsize = _checked_maxsize(maxsize)
+        super().__init__(maxsize)
         fraction = as_float(evict_fraction)
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"evict_fraction must be in [0, 1], got {fraction!r}")
         self._batch = max(1, int(self._maxsize * fraction))
-        self._evictions = 0
-        self._data: OrderedDict[K, None] = OrderedDict()  # oldest first
 
     def add(self, key: K) -> None:
         """Add ``key`` unless present; evict a batch of the oldest past maxsize."""
@@ -131,23 +135,3 @@ class BoundedSet(Generic[K]):
             return False
         del self._data[key]
         return True
-
-    def clear(self) -> None:
-        """Remove every key (not counted as evictions)."""
-        self._data.clear()
-
-    @property
-    def evictions(self) -> int:
-        """Number of keys evicted for capacity so far."""
-        return self._evictions
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
-
-    def _check(self) -> None:
-        """Verify the invariants; ``AssertionError`` on a violation."""
-        if len(self._data) > self._maxsize:
-            raise AssertionError("more keys than maxsize")

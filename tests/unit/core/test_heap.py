@@ -7,15 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
-
-KEYS = st.sampled_from([0, 1, 2, 3, "a", "b", (0, 1), None])
+from hypothesis.stateful import rule, run_state_machine_as_test
+from unit.core.heapmachine import KEYS, KeyedHeapMachine
 
 
 def drain(h: object) -> list[object]:
@@ -120,6 +113,15 @@ def test_heap_compaction_runs_when_ratio_exceeded(impl: SimpleNamespace) -> None
     assert drain(h) == [199]
 
 
+def test_heap_extreme_priorities_keep_their_order(impl: SimpleNamespace) -> None:
+    h = impl.heap.IndexedHeap()
+    prios = [0, 2**63 - 1, -(2**63), -1, 2**62, -(2**63) + 1, 1]
+    for i, p in enumerate(prios):
+        h.push(i, p)
+    assert h.priority_of(2) == -(2**63) and h.priority_of(1) == 2**63 - 1
+    assert [prios[k] for k in drain(h)] == sorted(prios, reverse=True)
+
+
 def test_heap_errors(impl: SimpleNamespace) -> None:
     h = impl.heap.IndexedHeap()
     with pytest.raises(IndexError):
@@ -154,24 +156,11 @@ def test_heap_is_subscriptable_for_annotations(impl: SimpleNamespace) -> None:
     assert impl.heap.IndexedHeap[str] is not None
 
 
-class HeapMachine(RuleBasedStateMachine):
+class HeapMachine(KeyedHeapMachine):
     """IndexedHeap against a dict sorted by the documented order."""
 
-    def __init__(self, mod: SimpleNamespace) -> None:
-        super().__init__()
-        self.mod = mod
-
-    @initialize(ratio=st.sampled_from([0.0, 0.01, 0.3, 1.0]))
-    def setup(self, ratio: float) -> None:
-        self.heap = self.mod.IndexedHeap(compact_ratio=ratio)
-        self.model: dict[object, tuple[int, int, int, int]] = {}
-        self.next_seq = 0
-        self.pushes = 0
-
-    def first(self) -> object:
-        # Documented order: priority desc; LIFO before FIFO; LIFO seq desc,
-        # FIFO seq asc; then push order.
-        return min(self.model, key=self.model.__getitem__)
+    heap_class = "IndexedHeap"
+    value_of = "priority_of"
 
     @rule(
         key=KEYS,
@@ -180,59 +169,17 @@ class HeapMachine(RuleBasedStateMachine):
         seq=st.none() | st.integers(0, 30),
     )
     def push(self, key: object, priority: int, lifo: bool, seq: int | None) -> None:
-        if key in self.model:
-            with pytest.raises(ValueError):
-                self.heap.push(key, priority, lifo, seq)
-            return
-        self.heap.push(key, priority, lifo=lifo, seq=seq)
-        if seq is None:
-            seq = self.next_seq
-        self.next_seq = max(self.next_seq, seq + 1)
-        self.pushes += 1
-        self.model[key] = (-priority, 0 if lifo else 1, -seq if lifo else seq, self.pushes)
+        s = self.admit(key, seq, lambda: self.heap.push(key, priority, lifo=lifo, seq=seq))
+        if s is not None:
+            # Documented order: priority desc; LIFO before FIFO; LIFO seq
+            # desc, FIFO seq asc; then push order.
+            self.model[key] = (-priority, 0 if lifo else 1, -s if lifo else s, self.pushes)
 
-    @rule()
-    def pop(self) -> None:
-        if not self.model:
-            with pytest.raises(IndexError):
-                self.heap.pop()
-            return
-        expected = self.first()
-        assert self.heap.pop() == expected
-        del self.model[expected]
+    def returned(self, key: object) -> object:
+        return key
 
-    @rule()
-    def peek(self) -> None:
-        if not self.model:
-            with pytest.raises(IndexError):
-                self.heap.peek()
-            return
-        assert self.heap.peek() == self.first()
-
-    @rule(key=KEYS)
-    def discard(self, key: object) -> None:
-        assert self.heap.discard(key) is (self.model.pop(key, None) is not None)
-
-    @rule(key=KEYS)
-    def priority_of(self, key: object) -> None:
-        if key not in self.model:
-            with pytest.raises(KeyError):
-                self.heap.priority_of(key)
-            return
-        assert self.heap.priority_of(key) == -self.model[key][0]
-
-    @rule(data=st.data())
-    def clear(self, data: st.DataObject) -> None:
-        if data.draw(st.integers(0, 9)) == 0:  # rarely, so the heap has time to grow
-            self.heap.clear()
-            self.model.clear()
-
-    @invariant()
-    def agrees(self) -> None:
-        self.heap._check()
-        assert len(self.heap) == len(self.model)
-        for key in [0, 1, 2, 3, "a", "b", (0, 1), None]:
-            assert (key in self.heap) == (key in self.model)
+    def value(self, key: object) -> object:
+        return -self.model[key][0]
 
 
 def test_heap_matches_model(impl: SimpleNamespace) -> None:

@@ -7,16 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis.stateful import rule, run_state_machine_as_test
+from unit.core.heapmachine import KEYS, KeyedHeapMachine
 
-KEY_POOL = [0, 1, 2, 3, "a", "b", (0, 1), None]
-KEYS = st.sampled_from(KEY_POOL)
 TIMES = st.sampled_from([-1.0, 0.0, -0.0, 1.0, 2.5, 7.0, math.inf])
 
 
@@ -61,6 +54,25 @@ def test_minheap_discard_then_repush(impl: SimpleNamespace) -> None:
     assert t.pop_due(10.0) == [("b", 2.0), ("a", 3.0)]
 
 
+def test_minheap_run_at_order_and_value_are_exact(impl: SimpleNamespace) -> None:
+    # The compiled heap orders run_at as an int64 image of the double: check
+    # the edges of that map, and that -0.0 == 0.0 ties on seq and keeps its sign.
+    t = impl.minheap.MinHeap()
+    times = [math.inf, 1e-320, -1e-320, 5e-324, -math.inf, 2.0**60 + 1, -2.5, 1.0, -1.0]
+    for i, at in enumerate(times):
+        t.push(i, at)
+    t.push("neg0", -0.0)
+    t.push("pos0", 0.0)
+    t.push("neg0b", -0.0)
+    assert repr(t.run_at_of("neg0")) == "-0.0"
+    popped = [t.pop() for _ in range(len(t))]
+    assert [at for _, at in popped] == sorted(times + [0.0] * 3)
+    zeros = [(k, repr(at)) for k, at in popped if at == 0.0]
+    assert zeros == [("neg0", "-0.0"), ("pos0", "0.0"), ("neg0b", "-0.0")]
+    t.push("z", -0.0)
+    assert repr(t.peek()[1]) == "-0.0" and repr(t.pop_due(0.0)[0][1]) == "-0.0"
+
+
 def test_minheap_errors(impl: SimpleNamespace) -> None:
     t = impl.minheap.MinHeap()
     for op in (t.pop, t.peek):
@@ -86,81 +98,32 @@ def test_minheap_errors(impl: SimpleNamespace) -> None:
             impl.minheap.MinHeap(ratio)
 
 
-class MinHeapMachine(RuleBasedStateMachine):
+class MinHeapMachine(KeyedHeapMachine):
     """MinHeap against a dict sorted by (run_at, seq, push order)."""
 
-    def __init__(self, mod: SimpleNamespace) -> None:
-        super().__init__()
-        self.mod = mod
-
-    @initialize(ratio=st.sampled_from([0.0, 0.01, 0.3, 1.0]))
-    def setup(self, ratio: float) -> None:
-        self.heap = self.mod.MinHeap(ratio)
-        self.model: dict[object, tuple[float, int, int]] = {}
-        self.next_seq = 0
-        self.pushes = 0
-
-    def ordered(self) -> list[object]:
-        return sorted(self.model, key=self.model.__getitem__)
+    heap_class = "MinHeap"
+    value_of = "run_at_of"
 
     @rule(key=KEYS, run_at=TIMES, seq=st.none() | st.integers(0, 30))
     def push(self, key: object, run_at: float, seq: int | None) -> None:
-        if key in self.model:
-            with pytest.raises(ValueError):
-                self.heap.push(key, run_at, seq)
-            return
-        self.heap.push(key, run_at, seq=seq)
-        if seq is None:
-            seq = self.next_seq
-        self.next_seq = max(self.next_seq, seq + 1)
-        self.pushes += 1
-        self.model[key] = (run_at, seq, self.pushes)
-
-    @rule()
-    def pop(self) -> None:
-        if not self.model:
-            with pytest.raises(IndexError):
-                self.heap.pop()
-            return
-        key = self.ordered()[0]
-        assert self.heap.pop() == (key, self.model.pop(key)[0])
-
-    @rule()
-    def peek(self) -> None:
-        if not self.model:
-            with pytest.raises(IndexError):
-                self.heap.peek()
-            return
-        key = self.ordered()[0]
-        assert self.heap.peek() == (key, self.model[key][0])
+        s = self.admit(key, seq, lambda: self.heap.push(key, run_at, seq=seq))
+        if s is not None:
+            self.model[key] = (run_at, s, self.pushes)
 
     @rule(now=TIMES, limit=st.none() | st.integers(0, 3))
     def pop_due(self, now: float, limit: int | None) -> None:
-        due = [k for k in self.ordered() if self.model[k][0] <= now]
+        due = [k for k in sorted(self.model, key=self.model.__getitem__) if self.value(k) <= now]
         if limit is not None:
             due = due[:limit]
-        assert self.heap.pop_due(now, limit) == [(k, self.model[k][0]) for k in due]
+        assert self.heap.pop_due(now, limit) == [self.returned(k) for k in due]
         for k in due:
             del self.model[k]
 
-    @rule(key=KEYS)
-    def discard(self, key: object) -> None:
-        assert self.heap.discard(key) is (self.model.pop(key, None) is not None)
+    def returned(self, key: object) -> object:
+        return (key, self.model[key][0])
 
-    @rule(key=KEYS)
-    def run_at_of(self, key: object) -> None:
-        if key not in self.model:
-            with pytest.raises(KeyError):
-                self.heap.run_at_of(key)
-            return
-        assert self.heap.run_at_of(key) == self.model[key][0]
-
-    @invariant()
-    def agrees(self) -> None:
-        self.heap._check()
-        assert len(self.heap) == len(self.model)
-        for key in KEY_POOL:
-            assert (key in self.heap) == (key in self.model)
+    def value(self, key: object) -> float:
+        return float(self.model[key][0])
 
 
 def test_minheap_matches_model(impl: SimpleNamespace) -> None:

@@ -70,12 +70,16 @@ def init_params(cls: type) -> list[tuple[str, Any]]:
     return out
 
 
+def twins(both: tuple[SimpleNamespace, SimpleNamespace], module: str, name: str) -> list[Any]:
+    """Return [compiled, pure] of ``module.name``."""
+    return [getattr(getattr(ns, module), name) for ns in both]
+
+
 @pytest.mark.parametrize(("module", "name"), CLASSES)
 def test_surface_classes_match(
     both: tuple[SimpleNamespace, SimpleNamespace], module: str, name: str
 ) -> None:
-    compiled = getattr(getattr(both[0], module), name)
-    pure = getattr(getattr(both[1], module), name)
+    compiled, pure = twins(both, module, name)
     assert surface(compiled) == surface(pure)
     assert init_params(compiled) == init_params(pure)
     for attr in sorted(surface(pure) - {"__len__", "__contains__", "__iter__"}):
@@ -90,8 +94,7 @@ def test_surface_classes_match(
 def test_surface_functions_match(
     both: tuple[SimpleNamespace, SimpleNamespace], module: str, name: str
 ) -> None:
-    compiled = getattr(getattr(both[0], module), name)
-    pure = getattr(getattr(both[1], module), name)
+    compiled, pure = twins(both, module, name)
     assert params(compiled) == params(pure)
 
 
@@ -180,3 +183,12 @@ def test_core_imports_nothing_from_bunq() -> None:
 @pytest.mark.parametrize("module", MODULES)
 def test_pure_modules_are_importable_alone(module: str) -> None:
     assert importlib.import_module(f"bunq._core._pure.{module}")
+
+
+def test_heaps_share_one_abstract_engine(both: tuple[SimpleNamespace, SimpleNamespace]) -> None:
+    compiled = both[0]
+    base = importlib.import_module("bunq._core._heapbase").HeapBase
+    assert issubclass(compiled.heap.IndexedHeap, base)
+    assert issubclass(compiled.minheap.MinHeap, base)
+    with pytest.raises(TypeError):
+        base()
