@@ -33,3 +33,13 @@ def test_sqlite_url_options(tmp_path: object) -> None:
     b.close()
     with pytest.raises(ConfigError):
         connect(f"sqlite:///{tmp_path}/x.db?bogus=1")
+
+
+def test_a_file_that_is_not_a_database_gives_a_bunq_error(tmp_path: object) -> None:
+    from bunq.errors import BackendError
+
+    path = f"{tmp_path}/garbage.db"
+    with open(path, "wb") as f:
+        f.write(b"this is not sqlite" * 512)
+    with pytest.raises(BackendError):
+        connect(f"sqlite:///{path}")

@@ -11,6 +11,7 @@ SQLite's default 1-100 ms sleeps, which is what keeps peers' latency low.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -40,13 +41,33 @@ class _ApswTx:
         return self.cur.execute(self.stmts[_stmt], params).fetchall()
 
     def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
-        self.cur.executemany(self.stmts[_stmt], rows)
+        if len(rows) == 1:  # execute is cheaper than executemany for one row
+            self.cur.execute(self.stmts[_stmt], rows[0])
+        else:
+            self.cur.executemany(self.stmts[_stmt], rows)
 
     def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return self.cur.execute(text, params).fetchall()
 
     def raw(self, sql: str) -> None:
         self.cur.execute(sql)
+
+
+def _translated(exc: apsw.Error, path: str) -> BackendError:
+    if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
+        return BackendUnavailable(f"database {path} stayed locked: {exc}")
+    if isinstance(exc, (apsw.CantOpenError, apsw.IOError, apsw.FullError)):
+        return BackendUnavailable(f"database {path} is not usable: {exc}")
+    return BackendError(f"sqlite ({path}): {exc}")
+
+
+@contextmanager
+def translate_errors(path: str) -> Iterator[None]:
+    """Turn apsw errors into bunq's (BackendUnavailable / BackendError), ``from`` them."""
+    try:
+        yield
+    except apsw.Error as exc:
+        raise _translated(exc, path) from exc
 
 
 class _Checkpointer:
@@ -186,28 +207,29 @@ class SQLiteBackend(SqlBackend):
 
     @contextmanager
     def _tx(self, begin: str) -> Iterator[_ApswTx]:
-        conn = self._conn()
-        cur = conn.cursor()
-        try:
+        """One transaction; apsw errors leave here translated (never raw)."""
+        cur = self._conn().cursor()
+        with translate_errors(self.path):
             cur.execute(begin)
-        except apsw.BusyError as exc:
-            raise BackendUnavailable(f"database {self.path} stayed locked: {exc}") from exc
-        except apsw.Error as exc:
-            raise BackendError(f"sqlite: {exc}") from exc
         try:
             yield _ApswTx(cur, self._sql)
-        except BaseException:
-            cur.execute("ROLLBACK")
+        except BaseException as exc:
+            with contextlib.suppress(apsw.Error):
+                cur.execute("ROLLBACK")
+            if isinstance(exc, apsw.Error):
+                raise _translated(exc, self.path) from exc
             raise
         try:
             cur.execute("COMMIT")
-        except apsw.BusyError as exc:
-            cur.execute("ROLLBACK")
-            raise BackendUnavailable(f"commit to {self.path} failed: {exc}") from exc
+        except apsw.Error as exc:
+            with contextlib.suppress(apsw.Error):
+                cur.execute("ROLLBACK")
+            raise _translated(exc, self.path) from exc
 
     def _init_schema(self) -> None:
-        conn = self._conn()
-        mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0])
+        with translate_errors(self.path):
+            conn = self._conn()
+            mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0])
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: could not switch to WAL (got {mode})")
         with self._begin() as tx:
