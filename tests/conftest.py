@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from server.remote_factory import _remote
 
 from bunq.job import now_ms
-from server.remote_factory import _remote
 
 REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b.strip()}
 PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://127.0.0.1:5432/test")

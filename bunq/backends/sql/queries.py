@@ -98,8 +98,11 @@ DDL = (
 Q = {
     # ---- admission
     "insert_job": (
-        "INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES ("
-        + ", ".join(":" + c for c in INSERT_COLS) + ")"
+        "INSERT INTO {jobs} ("
+        + ", ".join(INSERT_COLS)
+        + ") VALUES ("
+        + ", ".join(":" + c for c in INSERT_COLS)
+        + ")"
     ),
     # {dep_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
     # its completion (which releases dependents) waits for the admission to commit.
