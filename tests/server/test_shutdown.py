@@ -104,3 +104,35 @@ def test_default_backend_prefers_the_memory_engine(monkeypatch: Any) -> None:
     assert (
         default_backend(Settings.from_env({"BUNQ_BACKEND": "sqlite:///x.db"})) == "sqlite:///x.db"
     )
+
+
+def test_sigkill_loses_no_durable_push(tmp_path: Path) -> None:
+    """`bunq serve` on its default engine: a durable add acknowledged before a
+    SIGKILL is there after a restart on the same data file."""
+    from bunq import Queue
+    from bunq.backends.remote import RemoteBackend
+
+    data = tmp_path / "kill.db"
+    url = f"memory://?data={data}"
+    proc, port, _ = start(tmp_path, "--backend", url)
+    acked = []
+    try:
+        q = Queue("k", RemoteBackend.from_url(f"bunq://127.0.0.1:{port}"))
+        for i in range(300):
+            acked.append(q.add("job", {"i": i}, durable=True).id)
+        acked += [j.id for j in q.add_bulk([("job", i, {"durable": True}) for i in range(200)])]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        q.backend.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    proc2, port2, _ = start(tmp_path, "--backend", url)
+    try:
+        q2 = Queue("k", RemoteBackend.from_url(f"bunq://127.0.0.1:{port2}"))
+        missing = [jid for jid in acked if q2.get_job(jid) is None]
+        assert missing == [] and q2.counts()["waiting"] == len(acked)
+        q2.backend.close()
+    finally:
+        proc2.send_signal(signal.SIGTERM)
+        proc2.wait(10)
