@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ...errors import BackendUnavailable, ConfigError, ValidationError
-from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob
+from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob, Settle
 from ..base import QUEUE_NAME
 from ..base import check_queue_name as _qn
 from .groupcommit import GroupCommit
@@ -291,6 +291,16 @@ class PostgresBackend(SqlBackend):
         finally:
             self._local.claiming = False
 
+    def _complete_fast(self, items: Sequence[tuple[Lease, Any]]) -> list[Settle]:
+        # A completion's commit need not wait for the WAL flush either: lost in a
+        # server crash, it is undone, the lease expires and the job runs again
+        # (at least once), exactly as when the worker dies before settling.
+        self._local.claiming = True
+        try:
+            return SqlBackend.complete_many(self, items)
+        finally:
+            self._local.claiming = False
+
     def _lock_key(self, tx: Any, key: str) -> None:
         tx.q("key_lock", key=f"{self._ns}:{key}")
 
@@ -358,7 +368,7 @@ def _retrying(fn: Callable[..., T], idempotent: bool) -> Callable[..., T]:
 # Retried even after a COMMIT whose answer was lost: a lost lease expires and is swept;
 # a settle or extend re-checks its fence (a repeat answers STALE); the rest converge.
 _IDEMPOTENT = (
-    "complete_many", "fail", "extend", "sweep", "get_job", "get_jobs", "counts",
+    "fail", "extend", "sweep", "get_job", "get_jobs", "counts",
     "queues", "get_children_results", "pause", "resume", "is_paused", "drain", "clean",
     "obliterate", "set_limits", "get_limits", "update_progress", "get_logs", "dlq_list",
     "dlq_retry", "dlq_purge", "dlq_size", "dlq_remove", "dlq_config", "kv_get", "kv_delete",
@@ -369,3 +379,6 @@ _ONCE = ("add_log", "kv_put")
 for _name in _IDEMPOTENT + _ONCE:
     setattr(PostgresBackend, _name, _retrying(getattr(SqlBackend, _name), _name in _IDEMPOTENT))
 PostgresBackend.lease = _retrying(PostgresBackend._claim, True)  # type: ignore[method-assign]
+PostgresBackend.complete_many = _retrying(  # type: ignore[method-assign]
+    PostgresBackend._complete_fast, True
+)
