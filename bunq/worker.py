@@ -186,9 +186,13 @@ class Worker:
             if not inflight:
                 self._idle()
                 continue
-            timeout = None if free <= len(leases) or not leases else 0.0
-            ready, _ = cf.wait(list(inflight), timeout=timeout if leases else 0.05,
-                               return_when=cf.FIRST_COMPLETED)  # fmt: skip
+            if len(inflight) >= self.concurrency:
+                wait_s: float | None = None  # every slot busy: block until one frees
+            elif not leases:
+                wait_s = 0.05  # nothing to lease now: collect what finishes, look again
+            else:
+                wait_s = 0.0  # slots left: settle what is done, then lease more
+            ready, _ = cf.wait(list(inflight), timeout=wait_s, return_when=cf.FIRST_COMPLETED)
             self._settle([(inflight.pop(f), f.result()) for f in ready])
 
     def _submit(self, lease: Lease) -> cf.Future[Outcome]:
