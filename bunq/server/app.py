@@ -111,6 +111,7 @@ class Server:
     async def _fire_cron(self) -> None:
         jobs = await self.ctx.run(self.ctx.scheduler.fire_due)
         if jobs:
+            self.ctx.events.added(jobs, 0, self.ctx.backend.clock())
             self.ctx.metrics.pushed.inc(len(jobs))
             self.ctx.waiters.notify({j.queue for j in jobs})
 

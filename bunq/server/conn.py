@@ -5,7 +5,10 @@ served at once (more stay unread in the socket, and the frames of one read
 wait in a small backlog); frames are capped at ``max_frame``; when the
 client stops reading replies, reading from it stops too (the transport's
 write buffer is the signal), and past a hard cap the connection is dropped.
-Bytes that break the protocol close this connection only.
+Server-pushed event frames (``SubscribeEvents``) are bounded too: a
+subscriber with more than ``event_buffer`` bytes unsent when the next event
+comes is disconnected (as bunqueue does). Bytes that break the protocol
+close this connection only.
 """
 
 from __future__ import annotations
@@ -45,12 +48,13 @@ class Connection(asyncio.Protocol):
         self.ctx = server.ctx
         self.config = server.ctx.config
         self.decoder = FrameDecoder(self.config.max_frame)
-        self.session = Session(authed=not self.config.tokens)
+        self.session = Session(authed=not self.config.tokens, subscriber=self)
         self.transport: asyncio.Transport | None = None
         self.inflight = 0
         self.backlog: deque[Any] = deque()
         self.tasks: set[asyncio.Task[None]] = set()
         self._out: list[bytes] = []
+        self._event_bytes = 0  # event frames queued since the last flush
         self._flush_scheduled = False
         self._write_paused = False
         self._read_paused = False
@@ -71,6 +75,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = self.session.closed = True
         self.server.conns.discard(self)
+        self.ctx.events.unsubscribe(self)
         self.ctx.metrics.connections.dec()
         self.backlog.clear()
 
@@ -82,8 +87,8 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
     def idle_for(self, now: float) -> float:
-        """Seconds this connection has been idle (0 while it is being served)."""
-        if self.inflight or self.backlog:
+        """Seconds this connection has been idle (0 while served or subscribed to events)."""
+        if self.inflight or self.backlog or self.ctx.events.queue_of(self) is not None:
             return 0.0
         return now - self.last_frame
 
@@ -165,8 +170,24 @@ class Connection(asyncio.Protocol):
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
+    def push_event(self, frame: bytes) -> bool:
+        """Queue a server-pushed frame; False (and the connection dropped) when the
+        client already has more than ``event_buffer`` bytes it has not read."""
+        if self.closed or self.transport is None:
+            return False
+        if self._event_bytes + self.transport.get_write_buffer_size() > self.config.event_buffer:
+            self.close("event subscriber does not read its events")
+            return False
+        self._event_bytes += len(frame)
+        self._out.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return True
+
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._event_bytes = 0
         if self.closed or self.transport is None or not self._out:
             self._out.clear()
             return

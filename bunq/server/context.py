@@ -11,6 +11,7 @@ from ..backends.base import Backend
 from ..errors import BunqError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
 from ..protocol import DEFAULT_MAX_FRAME, parse_token
+from .events import EventHub, Subscriber
 from .metrics import Metrics
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
@@ -30,6 +31,8 @@ class ServerConfig:
     :param cron_interval: seconds between firings of due cron schedules.
     :param poll_recheck: seconds between re-checks of a long poll (jobs that came
         due or were added by another process wake no one).
+    :param event_buffer: bytes of unsent output an event subscriber may have
+        before the next event disconnects it (it does not read fast enough).
     """
 
     host: str = "127.0.0.1"
@@ -46,6 +49,7 @@ class ServerConfig:
     poll_recheck: float = 0.1
     max_lease_ms: int = 24 * 3600_000
     default_lease_ms: int = 30_000
+    event_buffer: int = 32 << 20
 
 
 @dataclass(slots=True)
@@ -56,6 +60,7 @@ class Session:
     authed: bool = False
     exact_ints: bool = False  # bunq's own client: 64-bit integers are fine
     closed: bool = False
+    subscriber: Subscriber | None = None  # the connection, for SubscribeEvents
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -70,19 +75,23 @@ class ServerContext:
         self.leases = LeaseTable()
         self.waiters = Waiters()
         self.metrics = Metrics()
+        self.events = EventHub(self.metrics)
+        self._add_since = 0  # backend time an add batch began (tells duplicates apart)
         self.started = time.time()
         self.workers: dict[str, dict[str, Any]] = {}
         self.adder: Coalescer[list[Any], list[Job]] = Coalescer(
-            self.run, self._add_groups, blocking=_any_durable
+            self.run, self._add_groups, blocking=_any_durable, after=self._added
         )
         self.completer: Coalescer[list[tuple[Lease, Any]], list[Settle]] = Coalescer(
-            self.run, self._complete_groups
+            self.run, self._complete_groups, after=self._completed
         )
         self.scheduler: Any = None  # bunq.cron.Scheduler when available
         self.stopping = False
 
     # -- group commit ------------------------------------------------------------------
     def _add_groups(self, groups: list[list[Any]]) -> Sequence[list[Job] | BaseException]:
+        if self.events.active:
+            self._add_since = self.backend.clock()
         if len(groups) == 1:
             return each_or_error(self.backend.add, groups)
         try:
@@ -101,6 +110,20 @@ class ServerContext:
         except BunqError:
             return each_or_error(self.backend.complete_many, groups)
         return split(settled, [len(g) for g in groups])
+
+    # -- job events, sent before any submitter hears back ------------------------------
+    def _added(self, groups: list[list[Any]], results: Sequence[Any]) -> None:
+        if self.events.active:
+            now = self.backend.clock()
+            for res in results:
+                if not isinstance(res, BaseException):
+                    self.events.added(res, self._add_since, now)
+
+    def _completed(self, groups: list[list[tuple[Lease, Any]]], results: Sequence[Any]) -> None:
+        if self.events.active:
+            for items, res in zip(groups, results, strict=False):
+                if not isinstance(res, BaseException):
+                    self.events.completed(items, res)
 
     async def add(self, jobs: list[Any]) -> list[Job]:
         """Admit ``jobs`` (atomic as one request) through the group commit."""

@@ -84,6 +84,20 @@ class Metrics:
         )
         self.connections = Gauge("bunq_connections", "Open TCP connections", registry=r)
         self.leases = Gauge("bunq_leases_held", "Leases this server tracks", registry=r)
+        self.event_subscribers = Gauge(
+            "bunq_event_subscribers", "Connections subscribed to job events", registry=r
+        )
+        self.events_sent = Counter(
+            "bunq_events_sent", "Event frames queued to subscribers", registry=r
+        )
+        self.event_drops = Counter(
+            "bunq_event_subscribers_dropped",
+            "Subscribers disconnected because they fell behind on their events",
+            registry=r,
+        )
+        self.events_skipped = Counter(
+            "bunq_events_skipped", "Events that could not be encoded", registry=r
+        )
         self.queues = _QueueGauges()
         r.register(self.queues)
         self._children: dict[str, Any] = {}

@@ -15,13 +15,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import contextvars
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ..errors import BunqError
-from ..job import Lease
+from ..job import Job, Lease
 from ..protocol import wire_token
+
+log = logging.getLogger("bunq.server")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -114,6 +117,11 @@ class LeaseTable:
             return None if held.locked else held
         return held if token == held.wire else None
 
+    def job(self, job_id: str) -> Job | None:
+        """The job snapshot of the lease held here for ``job_id`` (None: none is)."""
+        held = self._by_id.get(job_id)
+        return None if held is None else held.lease.job
+
     def lease_ms(self, lease: Lease, default: int) -> int:
         """The lease length ``lease`` was pulled with (``default`` if this server did not)."""
         held = self._by_id.get(lease.job.id)
@@ -197,6 +205,8 @@ class Coalescer(Generic[T, R]):
     ``run_many(items)`` runs through the :class:`Runner` and returns one result
     per item, or the exception that item gets. While one call runs, new items
     wait and go together in the next; at most ``max_items`` per call.
+    ``after(items, results)``, when given, runs on the event loop before any
+    submitter hears of its result (job events go out in commit order).
     """
 
     def __init__(
@@ -205,10 +215,12 @@ class Coalescer(Generic[T, R]):
         run_many: Callable[[list[T]], Sequence[R | BaseException]],
         max_items: int = 2_000,
         blocking: Callable[[list[T]], bool] | None = None,
+        after: Callable[[list[T], Sequence[R | BaseException]], None] | None = None,
     ) -> None:
         self._run = run
         self._run_many = run_many
         self._blocking = blocking
+        self._after = after
         self._max = max_items
         self._pending: list[tuple[T, asyncio.Future[R]]] = []
         self._busy = False
@@ -233,6 +245,11 @@ class Coalescer(Generic[T, R]):
                     results = await call(self._run_many, items)
                 except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
                     results = [exc] * len(batch)
+                if self._after is not None:
+                    try:
+                        self._after(items, results)
+                    except Exception:  # noqa: BLE001 - a hook must not lose the results
+                        log.exception("after-commit hook failed")
                 for (_, fut), res in zip(batch, results, strict=False):
                     if fut.done():
                         continue

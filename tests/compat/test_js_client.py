@@ -17,10 +17,10 @@ JS = Path(__file__).parent / "js"
 BUN = JS / "node_modules" / ".bin" / "bun"
 
 
-def run_js(port: int, token: str | None = None) -> dict[str, Any]:
+def run_js(port: int, token: str | None = None, script: str = "compat.mjs") -> dict[str, Any]:
     if not BUN.exists() or not (JS / "node_modules" / "bunqueue").exists():
         missing("bun + bunqueue (npm ci in tests/compat/js)")
-    cmd = [str(BUN), "compat.mjs", str(port)] + ([token] if token else [])
+    cmd = [str(BUN), script, str(port)] + ([token] if token else [])
     done = subprocess.run(cmd, cwd=JS, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

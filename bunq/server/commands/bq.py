@@ -127,6 +127,7 @@ async def bq_fail(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dic
     settled = await ctx.run(ctx.backend.fail, lease, error, decision, duration)
     ctx.leases.forget(lease)
     if settled is Settle.OK:
+        ctx.events.failed(lease.job, error, decision, ctx.backend.clock())
         ctx.metrics.failed.inc()
         ctx.waiters.notify((lease.job.queue,))
     return {"settled": settled is Settle.OK}

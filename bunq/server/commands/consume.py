@@ -43,6 +43,8 @@ async def lease_with_poll(
         if leases and s.closed:
             await ctx.run(_give_back, ctx.backend, leases)
             return []
+        if leases:
+            ctx.events.leased(queue, leases)
         left = deadline - loop.time()
         if leases or left <= 0 or ctx.stopping or s.closed:
             return leases
@@ -139,11 +141,14 @@ async def ack_b(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[
     return {"data": {"ignoredIds": [ids[i] for i in stale], "ignoredIndices": stale}}
 
 
-def _fail(backend: Backend, lease: Lease, error: str, unrecoverable: bool) -> Settle:
+def _fail(
+    backend: Backend, lease: Lease, error: str, unrecoverable: bool
+) -> tuple[Settle, FailDecision, int]:
     now = backend.clock()
     decision = decide_failure(lease.job, now, unrecoverable=unrecoverable)
     started = lease.job.started_at
-    return backend.fail(lease, error, decision, max(now - started, 0) if started else 0)
+    settled = backend.fail(lease, error, decision, max(now - started, 0) if started else 0)
+    return settled, decision, now
 
 
 def error_text(msg: Mapping[str, Any]) -> str:
@@ -166,10 +171,14 @@ async def fail(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[s
     lease = await _lease_or_late(ctx, job_id, msg.get("token"))
     if lease is None:
         return await _late(ctx, job_id)
-    settled = await ctx.run(_fail, ctx.backend, lease, error_text(msg), unrecoverable)
+    error = error_text(msg)
+    settled, decision, now = await ctx.run(_fail, ctx.backend, lease, error, unrecoverable)
     ctx.leases.forget(lease)
     if settled is not Settle.OK:
         return await _late(ctx, job_id)
+    if ctx.events.active:  # the event's failedReason is the error without the stack
+        err = msg.get("error")
+        ctx.events.failed(lease.job, err[:4000] if isinstance(err, str) else error, decision, now)
     ctx.metrics.failed.inc()
     ctx.waiters.notify((lease.job.queue,))
     return {}

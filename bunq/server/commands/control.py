@@ -9,6 +9,7 @@ from typing import Any
 from ...backends.base import Backend, QueueLimits
 from ...job import JobState
 from ..context import ServerContext, Session
+from ..events import DRAINED, PAUSED, RESUMED
 from ..fields import as_bool, as_int, as_str, opt_int
 from ..shapes import job_to_wire
 from ..wire import queue_of, state_of
@@ -20,9 +21,11 @@ async def pause(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[
     queue = queue_of(msg)
     if msg.get("cmd") == "Pause":
         await ctx.run(ctx.backend.pause, queue)
+        ctx.events.queue_event(queue, PAUSED)
     else:
         await ctx.run(ctx.backend.resume, queue)
         ctx.waiters.notify((queue,))
+        ctx.events.queue_event(queue, RESUMED)
     return {}
 
 
@@ -33,8 +36,11 @@ async def is_paused(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> d
 
 @command("Drain")
 async def drain(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """Remove waiting and delayed jobs -> ``{count}``."""
-    return {"count": await ctx.run(ctx.backend.drain, queue_of(msg))}
+    """Remove waiting and delayed jobs -> ``{count}`` (and a ``drained`` event)."""
+    queue = queue_of(msg)
+    count = await ctx.run(ctx.backend.drain, queue)
+    ctx.events.queue_event(queue, DRAINED)
+    return {"count": count}
 
 
 def _obliterate(backend: Backend, queue: str, force: bool) -> None:
@@ -60,6 +66,7 @@ async def clean(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[
     limit = opt_int(msg, "limit", 1000, 0, 100_000)
     state = state_of(msg.get("state") or "completed")
     ids = await ctx.run(ctx.backend.clean, queue, grace, limit, state)
+    ctx.events.removed(queue, ids, state.value)
     return {"count": len(ids), "ids": list(ids)}
 
 

@@ -9,12 +9,13 @@ from typing import Any
 
 from ... import __version__
 from ...backends.base import Backend
-from ...errors import AuthError
+from ...errors import AuthError, UnsupportedError
 from ...job import JobState
 from ...policy import DEFAULT_MAX_STALLS
 from ...protocol import CAPABILITIES, PROTOCOL_VERSION
 from ..context import ServerContext, Session
 from ..fields import as_str
+from ..wire import queue_of
 from . import command
 
 MAX_WORKERS = 10_000
@@ -172,5 +173,13 @@ async def list_workers(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -
 
 @command("SubscribeEvents", "UnsubscribeEvents")
 async def subscribe(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """Accepted so bunqueue workers start; bunq serve pushes no event frames (yet)."""
+    """``SubscribeEvents {queue}``: push ``{type: "event", event}`` frames of ``queue``'s jobs
+    to this connection (one queue per connection: a new subscription replaces the old);
+    ``UnsubscribeEvents`` stops them. See :mod:`bunq.server.events`."""
+    if s.subscriber is None:
+        raise UnsupportedError("server", "events", "events are pushed over TCP connections only")
+    if msg.get("cmd") == "UnsubscribeEvents":
+        ctx.events.unsubscribe(s.subscriber)
+    else:
+        ctx.events.subscribe(s.subscriber, queue_of(msg))
     return {}

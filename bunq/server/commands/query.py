@@ -110,9 +110,16 @@ async def count(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[
 
 @command("Progress")
 async def progress(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{id, progress}``: 0..100 (bunq accepts it in any state)."""
+    """``{id, progress, message?}``: 0..100 (bunq accepts it in any state)."""
     value = as_int(msg.get("progress"), "progress", 0, 100)
-    await ctx.run(ctx.backend.update_progress, _id(msg), value)
+    job_id = _id(msg)
+    await ctx.run(ctx.backend.update_progress, job_id, value)
+    if ctx.events.active:  # the event names the job's queue: a lookup only for listeners
+        job = ctx.leases.job(job_id) or await ctx.run(ctx.backend.get_job, job_id)
+        if job is not None:
+            message = msg.get("message")
+            text = message[:4096] if isinstance(message, str) else None
+            ctx.events.progress(job.queue, job_id, value, text)
     return {}
 
 
