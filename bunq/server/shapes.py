@@ -62,7 +62,9 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         "runAt": float(job.run_at),
         "startedAt": _opt_ms(job.started_at),
         "completedAt": _opt_ms(job.finished_at),
-        "attempts": job.attempts,
+        # bunqueue counts attempts made before the current run (attemptsMade is 0 on a
+        # first run); bunq counts the running attempt too. The fence is in the lock token.
+        "attempts": job.attempts - 1 if job.state is JobState.ACTIVE else job.attempts,
         "maxAttempts": o.attempts,
         "backoff": _n(b.delay),
         "backoffConfig": {"type": b.type, "delay": _n(b.delay), "maxDelay": _n(b.cap)},

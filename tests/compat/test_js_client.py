@@ -36,6 +36,7 @@ def check(out: dict[str, Any]) -> None:
     assert out["seen"] == 53
     # the slow job outlived its 600 ms lock only through heartbeats: one attempt
     assert out["slow"] == {"state": "completed", "attempts": 1, "returnvalue": {"double": 0}}
+    assert out["firstRunAttemptsMade"] == 0  # attempts made before this run, as bunqueue counts
     assert out["first"] == {"name": "first", "returnvalue": {"double": 0}}
     assert out["badState"] == "failed" and out["missing"] is None
 

@@ -20,6 +20,7 @@ out.countBefore = await q.countAsync();
 const seen = [];
 const worker = new Worker('compat-js', async (job) => {
   seen.push(job.name);
+  if (job.name === 'first') out.firstRunAttemptsMade = job.attemptsMade; // bunqueue: 0 on a first run
   if (job.data.fail) throw new Error('boom');
   if (job.data.slow) await sleep(1500); // longer than lockDuration: only heartbeats keep it
   return { double: (job.data.n ?? 0) * 2 };
