@@ -37,15 +37,11 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from workloads import PAYLOAD  # noqa: E402  (bench/ is the script's own folder)
+
 from bunq.backends import connect  # noqa: E402
 from bunq.job import DEFAULT_OPTIONS, NewJob  # noqa: E402
 
-PAYLOAD = {
-    "user": 12345,
-    "email": "someone@example.com",
-    "template": "welcome-v2",
-    "pad": "x" * 40,
-}  # fmt: skip  (~100 bytes as msgpack)
 OPTS = DEFAULT_OPTIONS
 BUNQUEUE_REFERENCE = {
     "add": 83_744,
