@@ -58,3 +58,19 @@ def test_bulk_is_atomic_on_bad_item(backend: Any) -> None:
     assert sum(q.counts().values()) == 0
     jobs = q.add_bulk([{"name": "a", "data": 1}, ("b", 2), ("c", 3, {"priority": 2})])
     assert [j.name for j in jobs] == ["a", "b", "c"]
+
+
+@requires(C.GET_JOB)
+def test_a_caller_chosen_id_that_exists_is_a_duplicate(backend: Any) -> None:
+    """Ids given by a client (not the idempotent job_id option) never overwrite."""
+    from bunq import DuplicateJob
+    from bunq.job import DEFAULT_OPTIONS, NewJob
+
+    assert backend.get_job("fixed-id") is None  # SQS: ids are not looked up (unsupported)
+    first = backend.add([NewJob("q", "j", 1, DEFAULT_OPTIONS, "fixed-id")])[0]
+    with pytest.raises(DuplicateJob):
+        backend.add([NewJob("q", "j", 2, DEFAULT_OPTIONS, "fixed-id")])
+    with pytest.raises(DuplicateJob):
+        backend.add([NewJob("q", "j", 3, DEFAULT_OPTIONS, "x"),
+                     NewJob("q", "j", 4, DEFAULT_OPTIONS, "x")])  # fmt: skip
+    assert backend.get_job(first.id).data == 1 and backend.get_job("x") is None

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
 
+from ...errors import DependencyError, DuplicateJob, ValidationError
+
 T = TypeVar("T")
 TxT = TypeVar("TxT")
 
@@ -65,13 +67,30 @@ class GroupCommit(Generic[TxT]):
                     return
             try:
                 self._commit(batch)
-            except BaseException as exc:  # the commit itself failed: everyone hears it
+            except (DuplicateJob, DependencyError, ValidationError) as exc:
+                # One caller's own error failed a shared statement (the PostgreSQL
+                # plain-add path has no savepoints): each caller commits alone, so
+                # one caller's duplicate never becomes another's.
+                if len(batch) == 1:
+                    batch[0].error = batch[0].error or exc
+                else:
+                    for s in batch:
+                        s.result, s.error = None, None
+                        self._commit_alone(s)
+            except BaseException as exc:
                 for s in batch:
                     if s.error is None:
                         s.error = exc
             for s in batch:
                 if s.done is not None:
                     s.done.set()
+
+    def _commit_alone(self, slot: _Slot[TxT]) -> None:
+        try:
+            self._commit([slot])
+        except Exception as exc:
+            if slot.error is None:
+                slot.error = exc
 
     def _commit(self, batch: list[_Slot[TxT]]) -> None:
         with self._begin() as tx:

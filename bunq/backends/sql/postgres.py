@@ -27,7 +27,7 @@ from psycopg import errors as pge
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from ...errors import BackendUnavailable, ConfigError, ValidationError
+from ...errors import BackendUnavailable, ConfigError, DuplicateJob, ValidationError
 from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob, Settle
 from ..base import QUEUE_NAME
 from ..base import check_queue_name as _qn
@@ -225,25 +225,31 @@ class PostgresBackend(SqlBackend):
     @contextlib.contextmanager
     def _collect(self) -> Iterator[_Rows]:
         # One autocommit statement for every plain add that queued up meanwhile: one
-        # round trip, no BEGIN/COMMIT, the NOTIFY included. COPY for big batches; if
-        # COPY meets an id that exists (a replay after a lost answer), the idempotent
-        # INSERT below keeps the first.
+        # round trip, no BEGIN/COMMIT, the NOTIFY included; COPY for big batches.
+        # Either fails whole on an id that exists: a replay of our own commit whose
+        # answer was lost (every row there with its seq) is success, anything else
+        # a DuplicateJob, never a silently dropped job.
         tx = _Rows()
         yield tx
         conn = self._checkout()
         try:
             with conn.cursor() as cur:
                 try:
-                    if len(tx.rows) < COPY_MIN:
-                        raise pge.UniqueViolation  # i.e. use the INSERT below
-                    with cur.copy(self._sql["copy_jobs"]) as cp:
-                        for r in tx.rows:
-                            cp.write_row(_row(r))
-                    for q in {r["queue"] for r in tx.rows}:
-                        self._ring(q)
-                except pge.UniqueViolation:
-                    for i in range(0, len(tx.rows), 500):
-                        self._insert(cur, tx.rows[i : i + 500])
+                    if len(tx.rows) >= COPY_MIN:
+                        with cur.copy(self._sql["copy_jobs"]) as cp:
+                            for r in tx.rows:
+                                cp.write_row(_row(r))
+                        for q in {r["queue"] for r in tx.rows}:
+                            self._ring(q)
+                    else:
+                        self._insert(cur, tx.rows)
+                except pge.UniqueViolation as exc:
+                    cols = {k + "s": [r[k] for r in tx.rows] for k in ("id", "queue", "name")}
+                    cols["datas"] = [r["data"] for r in tx.rows]
+                    cur.execute(self._sql["replayed"], cols)
+                    row = cur.fetchone()
+                    if row is None or row[0] != len(tx.rows):
+                        raise DuplicateJob(f"a job with one of these ids exists: {exc}") from exc
         except psycopg.OperationalError as exc:
             raise _CommitUnknown(str(exc)) from exc
         finally:

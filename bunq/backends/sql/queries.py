@@ -339,13 +339,18 @@ PG_ONLY = {
     "key_lock": "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
     "copy_jobs": "COPY {jobs} (" + ", ".join(INSERT_COLS) + ") FROM STDIN",
     # Plain admissions in one autocommit statement that also wakes the queues' workers
-    # (the NOTIFY rides on the same commit). A repeat after a COMMIT whose answer was
-    # lost keeps the first: plain jobs have fresh random ids, so a conflict can only be
-    # that earlier attempt.
+    # (the NOTIFY rides on the same commit). It fails whole on an id that exists; the
+    # caller then tells a replay of its own commit (every row there with the same
+    # queue, name and data) from a real duplicate ("replayed").
     "insert_jobs_idem": (
         "WITH ins AS (INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES {values}"
-        " ON CONFLICT (id) DO NOTHING RETURNING queue)"
+        " RETURNING queue)"
         " SELECT pg_notify(:channel, q) FROM (SELECT DISTINCT queue AS q FROM ins) AS x"
+    ),
+    "replayed": (
+        "SELECT COUNT(*) FROM {jobs} j JOIN unnest(:ids::text[], :queues::text[],"
+        " :names::text[], :datas::bytea[]) AS v (id, queue, name, data)"
+        " ON j.id = v.id AND j.queue = v.queue AND j.name = v.name AND j.data = v.data"
     ),
     # "complete_batch" with arrays: a short statement psycopg prepares once, where the
     # VALUES form would be re-parsed (hundreds of parameters) on every batch.

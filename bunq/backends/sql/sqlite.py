@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 
 import apsw
 
-from ...errors import BackendError, BackendUnavailable, ConfigError
+from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
 from .doorbell import Doorbell
 from .queries import SCHEMA_VERSION, SQLITE, render_all
 from .store import SqlBackend
@@ -31,29 +31,47 @@ SYNC_MODES = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
 
 
 class _ApswTx:
-    __slots__ = ("cur", "stmts")
+    """One open transaction; every statement's apsw error leaves as a bunq error."""
 
-    def __init__(self, cur: apsw.Cursor, sql: dict[str, str]) -> None:
+    __slots__ = ("cur", "stmts", "path")
+
+    def __init__(self, cur: apsw.Cursor, sql: dict[str, str], path: str) -> None:
         self.cur = cur
         self.stmts = sql
+        self.path = path
 
     def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
-        return self.cur.execute(self.stmts[_stmt], params).fetchall()
+        try:
+            return self.cur.execute(self.stmts[_stmt], params).fetchall()
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
 
     def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
-        if len(rows) == 1:  # execute is cheaper than executemany for one row
-            self.cur.execute(self.stmts[_stmt], rows[0])
-        else:
-            self.cur.executemany(self.stmts[_stmt], rows)
+        try:
+            if len(rows) == 1:  # execute is cheaper than executemany for one row
+                self.cur.execute(self.stmts[_stmt], rows[0])
+            else:
+                self.cur.executemany(self.stmts[_stmt], rows)
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
 
     def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return self.cur.execute(text, params).fetchall()
+        try:
+            return self.cur.execute(text, params).fetchall()
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
 
     def raw(self, sql: str) -> None:
-        self.cur.execute(sql)
+        try:
+            self.cur.execute(sql)
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
 
 
-def _translated(exc: apsw.Error, path: str) -> BackendError:
+def _translated(exc: apsw.Error, path: str) -> BunqError:
+    if isinstance(exc, apsw.ConstraintError) and "jobs.id" in str(exc):
+        # A caller-chosen id (not the job_id option, which is idempotent) that exists.
+        return DuplicateJob(f"a job with that id already exists ({exc})")
     if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
         return BackendUnavailable(f"database {path} stayed locked: {exc}")
     if isinstance(exc, (apsw.CantOpenError, apsw.IOError, apsw.FullError)):
@@ -212,7 +230,7 @@ class SQLiteBackend(SqlBackend):
         with translate_errors(self.path):
             cur.execute(begin)
         try:
-            yield _ApswTx(cur, self._sql)
+            yield _ApswTx(cur, self._sql, self.path)
         except BaseException as exc:
             with contextlib.suppress(apsw.Error):
                 cur.execute("ROLLBACK")
