@@ -106,6 +106,8 @@ class Server:
         result = await ctx.run(ctx.backend.sweep)
         if result.requeued or result.dlq_retried or result.dead:
             ctx.waiters.notify_all()
+        if result.dead:
+            ctx.job_waiters.wake_all()  # WaitJob: re-read (some may be in the DLQ now)
         ctx.leases.prune(ctx.backend.clock())
 
     async def _fire_cron(self) -> None:
@@ -132,6 +134,7 @@ class Server:
         self.stopping = self.ctx.stopping = True
         self.ctx.waiters.closed = True
         self.ctx.waiters.notify_all()
+        self.ctx.job_waiters.wake_all()
         for srv in (self._tcp, self._http):
             if srv is not None:
                 srv.close()

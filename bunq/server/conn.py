@@ -76,6 +76,7 @@ class Connection(asyncio.Protocol):
         self.closed = self.session.closed = True
         self.server.conns.discard(self)
         self.ctx.events.unsubscribe(self)
+        self.ctx.job_waiters.drop(id(self.session))
         self.ctx.metrics.connections.dec()
         self.backlog.clear()
 

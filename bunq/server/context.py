@@ -12,6 +12,7 @@ from ..errors import BunqError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
 from ..protocol import DEFAULT_MAX_FRAME, parse_token
 from .events import EventHub, Subscriber
+from .jobwait import JobWaiters, completed
 from .metrics import Metrics
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
@@ -74,6 +75,7 @@ class ServerContext:
         self.run = Runner(inline, config.threads)
         self.leases = LeaseTable()
         self.waiters = Waiters()
+        self.job_waiters = JobWaiters()  # WaitJob
         self.metrics = Metrics()
         self.events = EventHub(self.metrics)
         self._add_since = 0  # backend time an add batch began (tells duplicates apart)
@@ -98,6 +100,8 @@ class ServerContext:
             jobs = self.backend.add([j for g in groups for j in g])
         except BunqError:  # one bad request must not fail its neighbours
             return each_or_error(self.backend.add, groups)
+        except Exception:  # noqa: BLE001 - nor a backend bug hit by one of them
+            return each_or_error(self.backend.add, groups, Exception)
         return split(jobs, [len(g) for g in groups])
 
     def _complete_groups(
@@ -135,9 +139,11 @@ class ServerContext:
     async def complete(self, items: list[tuple[Lease, Any]]) -> list[Settle]:
         settled = await self.completer.submit(items)
         done = 0
-        for (lease, _), s in zip(items, settled, strict=False):
+        for (lease, result), s in zip(items, settled, strict=False):
             self.leases.forget(lease)
-            done += s is Settle.OK
+            if s is Settle.OK:
+                done += 1
+                self.job_waiters.settle(lease.job.id, completed(result))
         self.metrics.completed.inc(done)
         self.waiters.notify({lease.job.queue for lease, _ in items})  # concurrency slots
         return settled

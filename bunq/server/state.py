@@ -261,13 +261,15 @@ class Coalescer(Generic[T, R]):
             self._busy = False
 
 
-def each_or_error(fn: Callable[[T], R], items: Sequence[T]) -> list[R | BaseException]:
-    """Apply ``fn`` to each item separately, capturing typed errors per item."""
+def each_or_error(
+    fn: Callable[[T], R], items: Sequence[T], catch: type[Exception] = BunqError
+) -> list[R | BaseException]:
+    """Apply ``fn`` to each item separately, capturing errors (typed ones by default) per item."""
     out: list[R | BaseException] = []
     for item in items:
         try:
             out.append(fn(item))
-        except BunqError as exc:
+        except catch as exc:
             out.append(exc)
     return out
 

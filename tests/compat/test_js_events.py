@@ -2,7 +2,8 @@
 
 ``tests/compat/js/events.mjs`` subscribes a QueueEvents, runs a bunqueue
 Worker over three good jobs, one that fails for good and one that fails once
-then succeeds, and reports what the listener heard.
+then succeeds, and reports what the listener heard; ``job.waitUntilFinished``
+(``WaitJob`` over TCP) waits for a good job and for the one that fails.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def check(out: dict[str, Any]) -> None:
     assert sorted(e["jobId"] for e in seen["progress"]) == sorted([*ok, flaky])
     assert {e["data"] for e in seen["progress"]} == {50}
     assert out["finished"] == {"double": 0}  # queue.waitJobUntilFinished heard `completed`
+    # job.waitUntilFinished over TCP (WaitJob): the return value; a dead-lettered job
+    # rejects at once (bunqueue's client reads `completed: false` as its timeout error)
+    assert out["waitedResult"] == {"double": 2}
+    assert out["waitedAgain"] == {"double": 2} and out["againMs"] < 1000
+    assert "timed out" in out["waitedFailure"]["rejected"]
     assert out["heardElsewhere"] == []  # a listener of another queue hears nothing
     assert out["errors"] == ["Error: boom", "Error: first try fails"]  # QueueEvents' own echo
 

@@ -126,3 +126,28 @@ def test_python_client_needs_the_token(auth_server: Any) -> None:
     q = bunqueue.Queue("compat-auth", port=auth_server.port, token=TOKEN)
     assert q.add("x", {}).id and q.count() == 1
     q.close()
+
+
+def test_python_client_wait_for_job(compat_server: Any) -> None:
+    """``Queue.wait_for_job`` sends WaitJob: the result, or CommandError for a dead job."""
+    import bunqueue
+    from bunqueue.errors import CommandError
+
+    q = bunqueue.Queue("compat-py-wait", port=compat_server.port)
+    good = q.add("good", {"n": 4})
+    bad = q.add("bad", {"fail": True}, attempts=1)
+
+    def process(job: Any) -> Any:
+        if job.data.get("fail"):
+            raise ValueError("boom")
+        return {"double": job.data["n"] * 2}
+
+    w = bunqueue.Worker("compat-py-wait", process, port=compat_server.port, poll_timeout_ms=200)
+    try:
+        assert q.wait_for_job(good.id, 10_000) == {"double": 8}
+        t0 = time.monotonic()
+        with pytest.raises(CommandError):
+            q.wait_for_job(bad.id, 10_000)
+        assert time.monotonic() - t0 < 5.0  # answered when dead-lettered, not at the timeout
+    finally:
+        w.close()

@@ -225,7 +225,8 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subproces
 def well_formed_round_trip(port: int) -> None:
     c = Raw(port, timeout=5)
     try:
-        assert c.call({"cmd": "PUSH", "queue": "healthy", "name": "h", "data": 1})["ok"]
+        r0 = c.call({"cmd": "PUSH", "queue": "healthy", "name": "h", "data": 1})
+        assert r0["ok"], r0
         got = c.call({"cmd": "PULL", "queue": "healthy", "owner": "h", "timeout": 1000})
         assert got["ok"] and got["job"] is not None
         assert c.call({"cmd": "ACK", "id": got["job"]["id"], "token": got["token"]})["ok"]

@@ -21,6 +21,7 @@ from ...policy import FailDecision
 from ...protocol import error_reply, wire_token
 from ..context import ServerContext, Session
 from ..fields import as_int, as_str, opt_int
+from ..jobwait import failed
 from ..shapes import dlq_to_bq, job_to_bq, options_from_wire
 from ..wire import MAX_BATCH, queue_of, state_of
 from . import command
@@ -130,6 +131,8 @@ async def bq_fail(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dic
         ctx.events.failed(lease.job, error, decision, ctx.backend.clock())
         ctx.metrics.failed.inc()
         ctx.waiters.notify((lease.job.queue,))
+        if decision.is_dead:
+            ctx.job_waiters.settle(lease.job.id, failed(error))
     return {"settled": settled is Settle.OK}
 
 

@@ -18,6 +18,7 @@ from ...policy import FailDecision, decide_failure
 from ...protocol import Prepared
 from ..context import ServerContext, Session
 from ..fields import as_bool, as_int, as_str, opt_int, str_list
+from ..jobwait import failed
 from ..shapes import job_to_wire
 from ..wire import queue_of
 from . import command
@@ -181,6 +182,8 @@ async def fail(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[s
         ctx.events.failed(lease.job, err[:4000] if isinstance(err, str) else error, decision, now)
     ctx.metrics.failed.inc()
     ctx.waiters.notify((lease.job.queue,))
+    if decision.is_dead:
+        ctx.job_waiters.settle(job_id, failed(error))
     return {}
 
 

@@ -27,6 +27,13 @@ ok.push(...(await q.addBulk([1, 2].map((n) => ({ name: 'ok', data: { n } })))));
 const bad = await q.add('bad', { fail: true }, { attempts: 1 });
 const flaky = await q.add('flaky', { flaky: true }, { attempts: 2, backoff: 1 });
 
+// job.waitUntilFinished over TCP sends WaitJob; started before any worker runs
+const waited = ok[1].waitUntilFinished(events, 10000);
+const waitedBad = bad.waitUntilFinished(events, 10000).then(
+  (v) => ({ resolved: v }),
+  (e) => ({ rejected: String(e) }),
+);
+
 const tried = new Set();
 const worker = new Worker(name, async (job) => {
   if (job.data.fail) throw new Error('boom');
@@ -39,15 +46,23 @@ const worker = new Worker(name, async (job) => {
 }, { connection, concurrency: 2 });
 
 // queue.waitJobUntilFinished(id, queueEvents) resolves from the `completed` event
-// (over TCP, job.waitUntilFinished sends WaitJob instead, which bunq serve lacks)
 const finished = await q.waitJobUntilFinished(ok[0].id, events, 10000);
+const waitedResult = await waited;
+const waitedFailure = await waitedBad;
+const t0 = Date.now();
+const waitedAgain = await ok[1].waitUntilFinished(events, 10000); // finished: answered at once
+const againMs = Date.now() - t0;
 
 const deadline = Date.now() + 10000;
 while (Date.now() < deadline && (seen.completed.length < 4 || seen.failed.length < 2)) await sleep(25);
 await worker.close();
 await sleep(100);
 const ids = { ok: ok.map((j) => j.id), bad: bad.id, flaky: flaky.id };
-console.log(JSON.stringify({ ids, seen, finished, errors, heardElsewhere }));
+console.log(
+  JSON.stringify({
+    ids, seen, finished, errors, heardElsewhere, waitedResult, waitedFailure, waitedAgain, againMs,
+  }),
+);
 events.close();
 elsewhere.close();
 await q.close();
