@@ -46,6 +46,17 @@ def options_from_blob(blob: bytes) -> JobOptions:
     return JobOptions(**d)
 
 
-@lru_cache(maxsize=4096)
+_BLOBS: dict[int, tuple[JobOptions, bytes]] = {}
+
+
 def options_blob(opts: JobOptions) -> bytes:
-    return pack(opts.to_dict(), "options")
+    """Encode options, cached by object identity: jobs share option objects, and
+    hashing a 17-field frozen dataclass would cost more than the lookup saves."""
+    hit = _BLOBS.get(id(opts))
+    if hit is not None and hit[0] is opts:
+        return hit[1]
+    blob = pack(opts.to_dict(), "options")
+    if len(_BLOBS) >= 4096:
+        _BLOBS.clear()
+    _BLOBS[id(opts)] = (opts, blob)
+    return blob

@@ -12,7 +12,7 @@ import itertools
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from .errors import ValidationError
@@ -318,9 +318,6 @@ class Job:
     @property
     def max_attempts(self) -> int:
         return self.opts.attempts
-
-    def with_state(self, state: JobState) -> Job:
-        return replace(self, state=state)
 
 
 @dataclass(frozen=True, slots=True)

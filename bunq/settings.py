@@ -79,10 +79,3 @@ def _coerce(name: str, raw: str, typ: object) -> Any:
     if "tuple" in str(typ):
         return tuple(t.strip() for t in raw.split(",") if t.strip())
     return raw
-
-
-def env_flag(name: str, env: Mapping[str, str] | None = None) -> str:
-    """Return a raw ``BUNQ_*`` variable ('' when unset), for tests and tooling."""
-    if not name.startswith("BUNQ_"):
-        raise ConfigError(f"{name} is not a BUNQ_* variable")
-    return (os.environ if env is None else env).get(name, "")

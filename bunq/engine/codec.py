@@ -15,7 +15,7 @@ import msgpack
 
 from ..backends.base import DlqConfig, QueueLimits
 from ..codec import options_from_blob
-from ..job import Attempt, FailureReason, JobOptions, JobState
+from ..job import Attempt, FailureReason, JobState
 from .record import Rec
 
 SCHEMA_VERSION = 1
@@ -46,24 +46,6 @@ DELETE_KV = "DELETE FROM kv WHERE ns = ? AND key = ?"
 _packb = msgpack.packb
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in FailureReason}
-
-
-class OptionsCache:
-    """Encoded options by object identity (bounded; cleared when full)."""
-
-    def __init__(self, maxsize: int = 4096) -> None:
-        self.maxsize = maxsize
-        self._by_id: dict[int, tuple[JobOptions, bytes]] = {}
-
-    def blob(self, opts: JobOptions) -> bytes:
-        hit = self._by_id.get(id(opts))
-        if hit is not None and hit[0] is opts:
-            return hit[1]
-        blob: bytes = _packb(opts.to_dict())
-        if len(self._by_id) >= self.maxsize:
-            self._by_id.clear()
-        self._by_id[id(opts)] = (opts, blob)
-        return blob
 
 
 def meta(rec: Rec) -> bytes:

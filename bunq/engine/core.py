@@ -47,7 +47,7 @@ def encode(value: Any, what: str, limit: int) -> bytes:
     """Encode ``value`` as msgpack; the same errors as the SQL backends.
 
     The fast path calls msgpack directly; any problem is re-raised through
-    :func:`bunq.backends.sql.rows.pack` so messages and types are identical.
+    :func:`bunq.codec.pack` so messages and types are identical.
     """
     try:
         blob: bytes = _packb(value)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..codec import unpack
 from ..errors import JobNotFound, ValidationError
 from ..job import Job, JobId, JobState
 from .core import Core
-from .record import CHILDREN, COMPLETED, WAITING, Rec, snapshot, unpack
+from .record import CHILDREN, COMPLETED, WAITING, Rec, snapshot
 from .shard import Shard
 
 MAX_PAGE = 10_000

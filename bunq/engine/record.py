@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-import msgpack
-
+from ..codec import unpack
 from ..job import Attempt, FailureReason, Job, JobOptions, JobState, Lease
 
 WAITING = JobState.WAITING
@@ -28,15 +27,6 @@ COMPLETED = JobState.COMPLETED
 FAILED = JobState.FAILED
 CHILDREN = JobState.WAITING_CHILDREN
 LIVE = frozenset((WAITING, ACTIVE, CHILDREN))
-
-_unpackb = msgpack.unpackb
-
-
-def unpack(blob: bytes | None) -> Any:
-    """Decode stored msgpack bytes (``None`` stays ``None``)."""
-    if blob is None:
-        return None
-    return _unpackb(blob, raw=False, strict_map_key=False)
 
 
 class Rec:
@@ -148,6 +138,6 @@ def snapshot(rec: Rec, now: int, result: Any = None, history: bool = False) -> J
         state = DELAYED
     hist = tuple(rec.history) if history and rec.history else ()
     return make_job(rec.id, rec.queue, rec.name,
-                    _unpackb(rec.data, raw=False, strict_map_key=False), state, rec.opts,
+                    unpack(rec.data), state, rec.opts,
                     rec.attempts, rec.created_at, rec.run_at, rec.started_at, rec.finished_at,
                     rec.progress, result, rec.error, rec.reason, hist, rec.stalls)  # fmt: skip

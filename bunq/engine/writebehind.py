@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from ..codec import options_blob
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import codec
 from .lockfile import FileLock
@@ -76,7 +77,6 @@ class WriteBehind:
         self.flush_changes = max(flush_changes, 1)
         self.max_backlog = max(max_backlog, self.flush_changes)
         self.sync_timeout_s = sync_timeout_s
-        self.opts = codec.OptionsCache()
         self.cv = threading.Condition()
         self.started = 0  # flush cycles begun
         self.committed = 0  # flush cycles whose transaction committed
@@ -206,7 +206,7 @@ class WriteBehind:
     def _capture_shard(self, shard: Shard, batch: Batch) -> None:
         dirty, shard.dirty = shard.dirty or {}, {}
         results = self.core.results
-        blob_of = self.opts.blob
+        blob_of = options_blob
         with self.core.xlock:  # results LRU
             for jid, rec in dirty.items():
                 if rec is None:

@@ -12,11 +12,12 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from ...codec import pack, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
 from ..base import Clock, DlqConfig, QueueLimits
 from ..base import check_queue_name as _qn
-from .rows import job_from_row, pack, unpack
+from .rows import job_from_row
 
 if TYPE_CHECKING:
     from .store import Tx

@@ -172,7 +172,7 @@ Q = {
     ),
     # ---- sweep
     "expired_leases": (
-        "SELECT id, attempts, max_attempts, stalls, lease_token, started_at FROM {jobs}"
+        "SELECT id, attempts, max_attempts, stalls, lease_token, started_at, queue FROM {jobs}"
         " WHERE state = 'active' AND lease_until < :now LIMIT 1000 {skip_locked}"
     ),
     "stall_requeue": (

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...codec import options_blob, options_from_blob, pack, unpack
+from ...codec import options_from_blob, unpack
 from ...job import FailureReason, Job, JobState
-
-__all__ = ["job_from_row", "options_blob", "options_from_blob", "pack", "unpack"]
 
 _STATES = {s.value: s for s in JobState}
 

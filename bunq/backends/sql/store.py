@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from ...codec import options_blob, pack, unpack
 from ...errors import DependencyError, DuplicateJob, ValidationError
 from ...job import (
     FailureReason,
@@ -31,7 +32,7 @@ from ..base import check_queue_name as _qn
 from .admin import SqlAdmin
 from .groupcommit import GroupCommit
 from .queries import Dialect, values_rows
-from .rows import job_from_row, options_blob, pack, unpack
+from .rows import job_from_row
 
 LIVE_STATES = ("waiting", "active", "waiting-children")
 
@@ -230,13 +231,13 @@ class SqlBackend(SqlAdmin):
         token = uuid.uuid4().hex
         with self._begin() as tx:
             now = self.clock()
-            n = self._admissible(tx, queue, n, now)
+            n, tokens = self._admissible(tx, queue, n, now)
             if n <= 0:
                 return []
             rows = tx.q("lease", token=token, owner=owner, until=now + lease_ms, now=now,
                         queue=queue, n=n)  # fmt: skip
-            if rows:
-                self._spend_rate(tx, queue, len(rows), now)
+            if rows and tokens is not None:  # a rate-limited queue spends its tokens
+                tx.q("rate_set", queue=queue, tokens=tokens - len(rows), at=now)
         rows.sort(key=lambda r: (-r[5], r[23], r[6]))
         until = now + lease_ms
         out = []
@@ -245,23 +246,26 @@ class SqlBackend(SqlAdmin):
             out.append(Lease(job, token, job.attempts, until, owner))
         return out
 
-    def _admissible(self, tx: Tx, queue: str, n: int, now: int) -> int:
+    def _admissible(self, tx: Tx, queue: str, n: int, now: int) -> tuple[int, float | None]:
+        """Return how many jobs the queue may lease now, and its rate tokens (if limited)."""
         rows = tx.q("queue_get", queue=queue)
         if not rows:
-            return n
+            return n, None
         paused, limits_blob, _ = rows[0]
         if paused:
-            return 0
+            return 0, None
         if limits_blob is None:
-            return n
+            return n, None
         limits = QueueLimits(**unpack(limits_blob))
         if limits.concurrency or limits.rate_max:
             self._lock_key(tx, f"lim:{queue}")  # the count and the tokens below stay exact
         if limits.concurrency:
             n = min(n, limits.concurrency - tx.q("count_active", queue=queue)[0][0])
+        tokens = None
         if limits.rate_max:
-            n = min(n, int(self._rate_tokens(tx, queue, limits, now)))
-        return n
+            tokens = self._rate_tokens(tx, queue, limits, now)
+            n = min(n, int(tokens))
+        return n, tokens
 
     def _rate_tokens(self, tx: Tx, queue: str, limits: QueueLimits, now: int) -> float:
         rows = tx.q("rate_get", queue=queue)
@@ -269,15 +273,6 @@ class SqlBackend(SqlAdmin):
         tokens, at = rows[0] if rows and rows[0][0] is not None else (cap, now)
         refill = cap / max(limits.rate_duration, 1)
         return min(cap, float(tokens) + max(now - int(at), 0) * refill)
-
-    def _spend_rate(self, tx: Tx, queue: str, used: int, now: int) -> None:
-        rows = tx.q("queue_get", queue=queue)
-        if not rows or rows[0][1] is None:
-            return
-        limits = QueueLimits(**unpack(rows[0][1]))
-        if limits.rate_max:
-            left = self._rate_tokens(tx, queue, limits, now) - used
-            tx.q("rate_set", queue=queue, tokens=left, at=now)
 
     def complete(self, lease: Lease, result: Any = None) -> Settle:
         return self.complete_many([(lease, result)])[0]
@@ -364,21 +359,23 @@ class SqlBackend(SqlAdmin):
     def sweep(self) -> SweepResult:
         with self._begin() as tx:
             now = self.clock()
-            requeued, dead = self._sweep_leases(tx, now)
+            woken: set[str] = set()  # queues that got work back: their workers are rung
+            requeued, dead = self._sweep_leases(tx, now, woken)
             expired = [r[0] for r in tx.q("ttl_expire", now=now)]
             for jid in expired:
                 tx.q("release_unique", id=jid)
             tx.q("uniq_expire", now=now)
-            retried, dropped = self._dlq_maintenance(tx, now)
+            retried, dropped = self._dlq_maintenance(tx, now, woken)
             self._retention(tx, now)
-        if requeued or retried:
-            for q in self.queues():
-                self._ring(q)
+        for q in woken:
+            self._ring(q)
         return SweepResult(requeued, dead, len(expired), retried, dropped)
 
-    def _sweep_leases(self, tx: Tx, now: int) -> tuple[int, int]:
+    def _sweep_leases(self, tx: Tx, now: int, woken: set[str]) -> tuple[int, int]:
         requeued = dead = 0
-        for jid, attempts, max_attempts, stalls, token, started in tx.q("expired_leases", now=now):
+        for jid, attempts, max_attempts, stalls, token, started, queue in tx.q(
+            "expired_leases", now=now
+        ):
             to_dlq = decide_stall(attempts, max_attempts, stalls + 1, self.max_stalls)
             rows = tx.q("stall_dead" if to_dlq else "stall_requeue", id=jid, token=token, now=now)
             if not rows:
@@ -391,17 +388,21 @@ class SqlBackend(SqlAdmin):
                 dead += 1
             else:
                 requeued += 1
+                woken.add(queue)
         return requeued, dead
 
-    def _dlq_maintenance(self, tx: Tx, now: int) -> tuple[int, int]:
+    def _dlq_maintenance(self, tx: Tx, now: int, woken: set[str]) -> tuple[int, int]:
         retried = dropped = 0
         configs = {name: DlqConfig(**unpack(blob)) for name, blob in tx.q("queues_with_dlq")}
         for (queue,) in tx.q("queue_names"):
             cfg = configs.get(queue, DlqConfig())
             if cfg.auto_retry:
-                retried += len(tx.q("dlq_auto_retry", queue=queue, now=now,
-                                    before=now - cfg.auto_retry_interval,
-                                    max_retries=cfg.max_auto_retries))  # fmt: skip
+                back = tx.q("dlq_auto_retry", queue=queue, now=now,
+                            before=now - cfg.auto_retry_interval,
+                            max_retries=cfg.max_auto_retries)  # fmt: skip
+                if back:
+                    retried += len(back)
+                    woken.add(queue)
             gone = []
             if cfg.max_age is not None:
                 gone += [r[0] for r in tx.q("dlq_drop_old", queue=queue, before=now - cfg.max_age)]
