@@ -17,10 +17,19 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
+from urllib.parse import parse_qs, quote, urlsplit
 
 from .backends import connect
 from .backends.base import Backend
-from .errors import BackendError, BunqError, ConfigError, UnsupportedError, ValidationError
+from .errors import (
+    BackendError,
+    BunqError,
+    ConfigError,
+    DataFileLocked,
+    MissingDependency,
+    UnsupportedError,
+    ValidationError,
+)
 from .job import Job
 from .settings import Settings
 
@@ -28,7 +37,7 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_NOT_AVAILABLE = 0, 1, 2, 3
 EX_DATAERR, EX_UNAVAILABLE, EX_TEMPFAIL, EX_CONFIG = 65, 69, 75, 78
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 DEMO_BACKEND = "sqlite:///bunq-demo.db"
-EPILOG = """exit codes: 0 done, 1 internal error, 2 usage, 3 not available in this version,
+EPILOG = """exit codes: 0 done, 1 internal error, 2 usage, 3 an optional dependency is missing,
   65 bad input data, 69 backend unavailable, 75 tick left outcomes unsettled,
   78 configuration error, 130 SIGINT, 143 SIGTERM (docs/cli.md)"""
 BULK_BATCH = 1000
@@ -37,6 +46,8 @@ log = logging.getLogger("bunq.cli")
 
 def exit_code(exc: BaseException) -> int:
     """Map an error to the documented exit code."""
+    if isinstance(exc, MissingDependency):
+        return EXIT_NOT_AVAILABLE
     if isinstance(exc, (ConfigError, UnsupportedError)):
         return EX_CONFIG
     if isinstance(exc, ValidationError):
@@ -271,15 +282,56 @@ def cmd_demo(args: argparse.Namespace, be: Backend) -> int:
     return EXIT_OK
 
 
-def cmd_serve(argv: list[str]) -> int:
-    """Hand ``bunq serve ARGS`` to the server's own command line, when it is installed."""
+def cmd_serve(argv: list[str], settings: Settings) -> int:
+    """Hand ``bunq serve ARGS`` to the server's own command line."""
+    from .server import main as serve_main
+
+    return int(serve_main(argv, settings) or 0)
+
+
+# -- which backend a command opens -----------------------------------------------------------
+READ_ONLY = {"stats": {}, "dlq list": [], "cron list": []}  # command -> its empty answer
+
+
+def data_file(url: str) -> str | None:
+    """The file a ``sqlite://`` or ``memory://?data=`` URL keeps its jobs in, if any."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        path = (parts.netloc + parts.path)[1:]
+        return path or None
+    if parts.scheme == "memory":
+        return parse_qs(parts.query).get("data", [None])[-1]
+    return None
+
+
+def open_backend(args: argparse.Namespace) -> Backend | None:
+    """Open ``--backend``, else ``BUNQ_BACKEND``, else ``bunq serve``'s data file.
+
+    A data file owned by a running ``bunq serve`` is reached through that server
+    (it notes its address in the file's lock). A read-only command on a file that
+    does not exist yet gets None (nothing to show) instead of creating the file.
+    """
+    settings: Settings = args.settings
+    url = args.backend or (DEMO_BACKEND if args.command == "demo" else settings.cli_backend())
+    path = data_file(url)
+    if path and _what(args) in READ_ONLY and not os.path.exists(path):
+        return None
     try:
-        from .server import main as serve_main
-    except ImportError:
-        print("bunq: serve is not available yet in this version; run jobs with "
-              "'bunq worker QUEUE --handler mod:fn' or 'bunq tick'", file=sys.stderr)  # fmt: skip
-        return EXIT_NOT_AVAILABLE
-    return int(serve_main(argv) or 0)
+        return connect(url)
+    except DataFileLocked as exc:
+        owner = exc.data.get("owner") or {}
+        served = owner.get("serve") if isinstance(owner, dict) else None
+        if not served:
+            raise
+        token = settings.auth_tokens[0] if settings.auth_tokens else None
+        print(f"bunq: {path} is served by bunq serve (pid {owner.get('pid', '?')}); "
+              f"reaching it through bunq://{served}", file=sys.stderr)  # fmt: skip
+        return connect(f"bunq://{served}" + (f"?token={quote(token)}" if token else ""))
+
+
+def _what(args: argparse.Namespace) -> str:
+    action = getattr(args, "action", None)
+    return f"{args.command} {action}" if action else args.command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -367,29 +419,41 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (``bunq`` calls ``sys.exit`` on it)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:  # the server parses its own options
-        return cmd_serve(argv[1:])
+        return _guarded("serve", False, False, lambda s: cmd_serve(argv[1:], s))
     args = build_parser().parse_args(argv)
-    verbose = args.verbose
+    return _guarded(args.command, args.verbose, args.json, lambda s: _run(args, s))
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    args.settings = settings
+    level = "DEBUG" if args.verbose else settings.log_level.upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    be = open_backend(args)
+    if be is None:
+        url = args.backend or settings.cli_backend()
+        _out(args, READ_ONLY[_what(args)], f"nothing to show: {data_file(url)} does not exist "
+             "yet (start 'bunq serve', or pass --backend URL)")  # fmt: skip
+        return EXIT_OK
     try:
-        args.settings = Settings.from_env()
-        level = "DEBUG" if verbose else args.settings.log_level.upper()
-        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-        url = args.backend or (DEMO_BACKEND if args.command == "demo" else args.settings.backend)
-        be = connect(url)
-        try:
-            return COMMANDS[args.command](args, be)
-        finally:
-            be.close()
+        return COMMANDS[args.command](args, be)
+    finally:
+        be.close()
+
+
+def _guarded(command: str, verbose: bool, as_json: bool, run: Any) -> int:
+    """Run ``run(settings)``; map errors to one line on stderr and the documented code."""
+    try:
+        return int(run(Settings.from_env()))
     except KeyboardInterrupt:
         return EXIT_SIGINT
     except BunqError as exc:
         if verbose:
             log.exception("failed")
-        print(f"bunq {args.command}: error: {exc}", file=sys.stderr)
+        print(f"bunq {command}: error: {exc}", file=sys.stderr)
         partial = exc.data.get("tick") if isinstance(exc.data, dict) else None
-        if partial is not None and getattr(args, "json", False):
+        if partial is not None and as_json:
             print(json.dumps(partial))
         return exit_code(exc)
     except OSError as exc:  # a jobs file that cannot be read, a directory that is missing
-        print(f"bunq {args.command}: error: {exc}", file=sys.stderr)
+        print(f"bunq {command}: error: {exc}", file=sys.stderr)
         return EX_CONFIG

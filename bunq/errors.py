@@ -58,6 +58,21 @@ class ConfigError(BunqError, ValueError):
     code = "config"
 
 
+class MissingDependency(ConfigError):
+    """An optional dependency is not installed; ``data['extra']`` names the extra to add."""
+
+    code = "missing_dependency"
+
+    def __init__(self, feature: str, extra: str, module: str) -> None:
+        super().__init__(
+            f"{feature} needs the '{extra}' extra ({module} is not installed): "
+            f"pip install 'bunq-queue[{extra}]'",
+            feature=feature,
+            extra=extra,
+            module=module,
+        )
+
+
 class ValidationError(BunqError, ValueError):
     """A job or request failed validation (bad type, unknown option, too large)."""
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-DEFAULT_BACKEND = "sqlite:///bunq.db"
+DEFAULT_BACKEND = "sqlite:///bunq.db"  # the library's default (``bunq.connect()``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,8 @@ class Settings:
 
     | variable | field | default |
     | --- | --- | --- |
-    | BUNQ_BACKEND | backend | ``sqlite:///bunq.db`` |
+    | BUNQ_BACKEND | backend | unset: ``connect()`` opens ``sqlite:///bunq.db``; the ``bunq``
+      command opens :meth:`cli_backend` |
     | BUNQ_HOST | host | ``127.0.0.1`` |
     | BUNQ_TCP_PORT | tcp_port | 6789 |
     | BUNQ_HTTP_PORT | http_port | 6790 |
@@ -39,7 +40,7 @@ class Settings:
     | BUNQ_IDLE_TIMEOUT | idle_timeout | 60 (s before an idle client is closed) |
     """
 
-    backend: str = DEFAULT_BACKEND
+    backend: str | None = None
     host: str = "127.0.0.1"
     tcp_port: int = 6789
     http_port: int = 6790
@@ -52,6 +53,15 @@ class Settings:
     log_level: str = "INFO"
     max_frame: int = 16 << 20
     idle_timeout: int = 60
+
+    def library_backend(self) -> str:
+        """What ``bunq.connect()`` opens: ``BUNQ_BACKEND``, else ``sqlite:///bunq.db``."""
+        return self.backend or DEFAULT_BACKEND
+
+    def cli_backend(self) -> str:
+        """What ``bunq serve`` serves and every other ``bunq`` command reads by default:
+        ``BUNQ_BACKEND``, else the memory engine with its data in ``BUNQ_DATA_PATH``."""
+        return self.backend or f"memory://?data={self.data_path}"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

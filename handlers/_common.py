@@ -112,7 +112,7 @@ class Runtime:
 
     @cached_property
     def backend(self) -> Backend:
-        return connect(self.settings.backend)
+        return connect(self.settings.library_backend())
 
     def sqs_backend(self, arn: str) -> SQSBackend:
         """The SQS backend of an event-source queue, opened once per queue.
@@ -120,7 +120,7 @@ class Runtime:
         BUNQ_BACKEND when it is an ``sqs://`` URL (its endpoint and prefix
         apply), else the queue the ARN names. Opening makes no network call.
         """
-        if self.settings.backend.startswith("sqs://"):
+        if self.settings.library_backend().startswith("sqs://"):
             return cast("SQSBackend", self.backend)
         backend = self._sqs.get(arn)
         if backend is None:

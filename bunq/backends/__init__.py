@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MissingDependency
 from .base import Backend, Capability, DlqConfig, QueueLimits, SweepResult
 
 __all__ = ["Backend", "Capability", "DlqConfig", "QueueLimits", "SweepResult", "connect",
@@ -42,11 +42,11 @@ def _lazy(module: str, cls: str, extra: str) -> Callable[..., Backend]:
 
         try:
             mod = importlib.import_module(module, __name__)
-        except ImportError as exc:
-            raise ConfigError(
-                f"{url.split(':', 1)[0]}:// needs an extra: pip install 'bunq-queue[{extra}]'"
-                f" ({exc})"
-            ) from exc
+        except ModuleNotFoundError as exc:
+            if not extra or (exc.name or "").split(".")[0] == "bunq":
+                raise  # a bug in bunq itself, not a missing extra
+            scheme = url.split(":", 1)[0]
+            raise MissingDependency(f"{scheme}://", extra, exc.name or "?") from None
         backend: Backend = getattr(mod, cls).from_url(url, **kw)
         return backend
 
@@ -56,9 +56,9 @@ def _lazy(module: str, cls: str, extra: str) -> Callable[..., Backend]:
 register_scheme("sqlite", _sqlite)
 register_scheme("postgresql", _lazy(".sql.postgres", "PostgresBackend", "postgres"))
 register_scheme("postgres", _lazy(".sql.postgres", "PostgresBackend", "postgres"))
-register_scheme("memory", _lazy(".embedded", "EmbeddedBackend", "server"))
+register_scheme("memory", _lazy(".embedded", "EmbeddedBackend", ""))
 register_scheme("sqs", _lazy(".sqs", "SQSBackend", "sqs"))
-register_scheme("bunq", _lazy(".remote", "RemoteBackend", "server"))
+register_scheme("bunq", _lazy(".remote", "RemoteBackend", ""))
 
 
 def connect(url: str | None = None, **kw: Any) -> Backend:
@@ -69,7 +69,7 @@ def connect(url: str | None = None, **kw: Any) -> Backend:
     if url is None:
         from ..settings import Settings
 
-        url = Settings.from_env().backend
+        url = Settings.from_env().library_backend()
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(f"backend URL {url!r} must look like scheme://...")
     scheme = url.split("://", 1)[0].lower()

@@ -82,6 +82,11 @@ class EmbeddedBackend(Engine):
             raise ConfigError("data= needs a file path")
         return cls(data, **kw)
 
+    def announce(self, **info: object) -> None:
+        """Add ``info`` to the data file's owner record (no-op without a data file)."""
+        if self._writer is not None:
+            self._writer.lock.note(**info)
+
     def close(self) -> None:
         """Stop maintenance, flush and close the data file (if any). Idempotent."""
         super().close()

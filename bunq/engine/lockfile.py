@@ -44,9 +44,20 @@ class FileLock:
                 owner=owner,
             ) from None
         self._fd: int | None = fd
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": int(time.time())}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self.info: dict[str, object] = {"pid": os.getpid(), "host": socket.gethostname(),
+                                        "since": int(time.time())}  # fmt: skip
+        self._write()
+
+    def note(self, **info: object) -> None:
+        """Add to the owner record (``bunq serve`` notes where it listens, so the
+        ``bunq`` command can reach the file's jobs through it)."""
+        self.info.update(info)
+        self._write()
+
+    def _write(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, json.dumps(self.info).encode(), 0)
 
     def release(self) -> None:
         """Let go of the lock (idempotent). The lock file itself stays."""

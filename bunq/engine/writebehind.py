@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from ..backends.filekind import ENGINE_FILE, claim
 from ..codec import options_blob
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import codec
@@ -303,6 +304,7 @@ def _connect(path: str) -> apsw.Connection:
     try:
         conn = apsw.Connection(path)
         conn.set_busy_timeout(5_000)
+        claim(conn, path, ENGINE_FILE)
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
         if str(mode).lower() != "wal":
             raise ConfigError(f"{path}: could not switch to WAL (got {mode})")

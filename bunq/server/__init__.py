@@ -11,17 +11,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..settings import Settings
     from .app import BackgroundServer, Server
     from .context import ServerConfig
 
 __all__ = ["BackgroundServer", "Server", "ServerConfig", "main"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, settings: Settings | None = None) -> int:
     """Run ``bunq serve`` with command-line ``argv``; return the exit code."""
     from .cli import main as _main
 
-    return _main(argv)
+    return _main(argv, settings)
 
 
 def __getattr__(name: str) -> Any:

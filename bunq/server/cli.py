@@ -4,29 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import signal
 import sys
 
 from ..backends import connect
-from ..errors import BunqError
+from ..backends.base import Backend
 from ..protocol import DEFAULT_MAX_FRAME
-from ..settings import DEFAULT_BACKEND, Settings
+from ..settings import Settings
 from . import logs
 from .app import Server
 from .context import ServerConfig
 
 DEFAULT_IDLE_TIMEOUT = 60.0
-
-
-def default_backend(settings: Settings) -> str:
-    """``BUNQ_BACKEND`` if set; else the memory engine with SQLite write-behind at
-    ``BUNQ_DATA_PATH`` (``./bunq-data.db``); else ``sqlite:///bunq.db``."""
-    if settings.backend != DEFAULT_BACKEND:
-        return settings.backend
-    if importlib.util.find_spec("bunq.backends.embedded") is not None:
-        return f"memory://?data={settings.data_path}"
-    return DEFAULT_BACKEND
 
 
 def parser(settings: Settings) -> argparse.ArgumentParser:
@@ -96,10 +85,22 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
     )
 
 
+def client_host(host: str) -> str:
+    """The address a local client dials for a listener bound to ``host``."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
 async def _serve(server: Server, url: str) -> None:
     await server.start()
-    http = f", http {server.config.host}:{server.http_port}" if server.http_port else ""
-    print(f"bunq serve: tcp {server.config.host}:{server.port}{http}, backend {url}", flush=True)
+    host = server.config.host
+    http = f", http {host}:{server.http_port}" if server.http_port else ""
+    print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {url}", flush=True)
+    dial = f"{client_host(host)}:{server.port}"
+    announce = getattr(server.ctx.backend, "announce", None)
+    if callable(announce):  # the bunq command finds the server through the data file
+        announce(serve=dial)
+    print(f"bunq serve: inspect it with 'bunq stats --backend bunq://{dial}'; "
+          "SIGTERM or Ctrl-C stops it", flush=True)  # fmt: skip
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -108,17 +109,16 @@ async def _serve(server: Server, url: str) -> None:
     await server.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``bunq serve`` with ``argv``; return the exit code (0 after a graceful stop)."""
-    settings = Settings.from_env()
+def main(argv: list[str] | None = None, settings: Settings | None = None) -> int:
+    """Run ``bunq serve`` with ``argv``; return the exit code (0 after a graceful stop).
+
+    :raises BunqError: the backend cannot be opened (``bunq`` maps it to its exit code).
+    """
+    settings = settings or Settings.from_env()
     args = parser(settings).parse_args(argv)
     logs.setup(args.log_level)
-    args.backend = args.backend or default_backend(settings)
-    try:
-        backend = connect(args.backend)
-    except BunqError as exc:
-        print(f"bunq serve: cannot open {args.backend}: {exc}", file=sys.stderr)
-        return 2
+    args.backend = args.backend or settings.cli_backend()
+    backend: Backend = connect(args.backend)
     server = Server(backend, config_from(args, settings))
     try:
         asyncio.run(_serve(server, args.backend))

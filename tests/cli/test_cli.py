@@ -119,15 +119,72 @@ def test_demo(work: Path) -> None:
     assert "300 succeeded" in out.stdout and (work / "bunq-demo.db").exists()
 
 
-def test_serve_hands_over_to_the_server_or_says_it_is_not_there(work: Path) -> None:
+def test_serve_parses_its_own_options(work: Path) -> None:
+    out = bunq(work, "serve", "--help")
+    assert out.returncode == 0 and "usage: bunq serve" in out.stdout
+
+
+BLOCKED = 'raise ModuleNotFoundError("No module named {name!r} (test)", name={name!r})\n'
+
+
+@pytest.mark.parametrize("args, extra, blocked", [
+    (["stats", "--backend", "postgresql://127.0.0.1/test"], "postgres", "psycopg"),
+    (["stats", "--backend", "sqs://sqs.us-east-1.amazonaws.com/1/q"], "sqs", "boto3"),
+    (["serve", "--backend", "postgresql://127.0.0.1/test", "--port", "0"], "postgres", "psycopg"),
+])  # fmt: skip
+def test_a_missing_extra_is_named_with_exit_3(work: Path, args: list[str], extra: str,
+                                              blocked: str) -> None:  # fmt: skip
+    """As on a machine where only `pip install bunq-queue` ran: one line naming the extra."""
+    shadow = work / "shadow" / blocked
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(BLOCKED.format(name=blocked))
+    pythonpath = f"{work / 'shadow'}{os.pathsep}{ROOT}"
+    out = bunq(work, *args, PYTHONPATH=pythonpath)
+    assert out.returncode == 3, out.stderr
+    assert f"pip install 'bunq-queue[{extra}]'" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_read_only_commands_create_no_file(work: Path) -> None:
+    env = {"BUNQ_BACKEND": ""}  # the bunq command's own default: bunq serve's data file
+    for args in (["stats"], ["dlq", "list", "q"], ["cron", "list"]):
+        out = bunq(work, *args, **env)
+        assert out.returncode == 0 and "does not exist yet" in out.stdout, out.stderr
+    assert json.loads(bunq(work, "stats", "--json", **env).stdout) == {}
+    out = bunq(work, "stats", "--backend", f"sqlite:///{work}/none.db")
+    assert out.returncode == 0 and "does not exist yet" in out.stdout
+    assert sorted(p.name for p in work.iterdir()) == ["jobs.py"]
+
+
+def test_a_file_of_the_other_kind_is_named(work: Path) -> None:
+    assert bunq(work, "add", "q", "x", "--backend", "memory://?data=engine.db").returncode == 0
+    out = bunq(work, "stats", "--backend", "sqlite:///engine.db")
+    assert out.returncode == 78 and "memory://?data=" in out.stderr, out.stderr
+    assert bunq(work, "add", "q", "x", "--backend", "sqlite:///sql.db").returncode == 0
+    out = bunq(work, "stats", "--backend", "memory://?data=sql.db")
+    assert out.returncode == 78 and "sqlite:///" in out.stderr, out.stderr
+
+
+def test_serve_and_the_other_commands_share_one_default(work: Path) -> None:
+    """`bunq serve`, then `bunq add` / `bunq stats` with no --backend: they meet in the
+    server's data file, reached through the server while it owns the file."""
+    env = env_for(work, BUNQ_BACKEND="")
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "serve", "--port", "0",
+                             "--http-port", "-1"], cwd=work, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        from bunq.server import main  # type: ignore[attr-defined]  # noqa: F401
-    except ImportError:
-        out = bunq(work, "serve")
-        assert out.returncode == 3 and "not available yet" in out.stderr
-    else:  # the server parses its own options
-        out = bunq(work, "serve", "--help")
-        assert out.returncode == 0 and "usage: bunq serve" in out.stdout
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert "listening on tcp" in lines[0] and "bunq stats --backend bunq://" in lines[1]
+        assert bunq(work, "add", "q", "hello", BUNQ_BACKEND="").returncode == 0
+        out = bunq(work, "stats", "--json", BUNQ_BACKEND="")
+        assert out.returncode == 0 and json.loads(out.stdout)["q"]["waiting"] == 1, out.stderr
+        assert "reaching it through bunq://127.0.0.1:" in out.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    out = bunq(work, "stats", "--json", BUNQ_BACKEND="")  # the server is gone: the file itself
+    assert json.loads(out.stdout)["q"]["waiting"] == 1 and "reaching" not in out.stderr
 
 
 def test_sigterm_stops_the_tick_after_the_running_job(work: Path) -> None:

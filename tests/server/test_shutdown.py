@@ -16,7 +16,6 @@ from server.raw import Raw
 from bunq.backends.sql.sqlite import SQLiteBackend
 from bunq.job import JobState
 from bunq.protocol import encode
-from bunq.server.cli import default_backend
 from bunq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,20 +89,6 @@ def test_main_prints_where_it_listens_and_honours_env(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert dict(os.environ) == env_backup
-
-
-def test_default_backend_prefers_the_memory_engine(monkeypatch: Any) -> None:
-    s = Settings.from_env({})
-    url = default_backend(s)
-    import importlib.util
-
-    if importlib.util.find_spec("bunq.backends.embedded") is None:
-        assert url == "sqlite:///bunq.db"
-    else:
-        assert url == "memory://?data=bunq-data.db"
-    assert (
-        default_backend(Settings.from_env({"BUNQ_BACKEND": "sqlite:///x.db"})) == "sqlite:///x.db"
-    )
 
 
 def test_sigkill_loses_no_durable_push(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from bunq.settings import Settings
 
 def test_defaults_and_environment() -> None:
     s = Settings.from_env({})
-    assert s.backend == "sqlite:///bunq.db" and s.tcp_port == 6789 and s.http_port == 6790
+    assert s.backend is None and s.tcp_port == 6789 and s.http_port == 6790
+    assert s.library_backend() == "sqlite:///bunq.db"  # bunq.connect()
+    assert s.cli_backend() == "memory://?data=bunq-data.db"  # bunq serve and the bunq command
     s = Settings.from_env({"BUNQ_TCP_PORT": "7000", "BUNQ_AUTH_TOKENS": "a, b", "BUNQ_QUEUE": "q"})
     assert s.tcp_port == 7000 and s.auth_tokens == ("a", "b") and s.queue == "q"
     assert Settings.from_env({}, tcp_port=1).tcp_port == 1

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlparse
 import apsw
 
 from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
+from ..filekind import SQL_FILE, claim
 from .doorbell import Doorbell
 from .queries import SCHEMA_VERSION, SQLITE, render_all
 from .store import SqlBackend
@@ -247,6 +248,7 @@ class SQLiteBackend(SqlBackend):
     def _init_schema(self) -> None:
         with translate_errors(self.path):
             conn = self._conn()
+            claim(conn, self.path, SQL_FILE)
             mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0])
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: could not switch to WAL (got {mode})")
