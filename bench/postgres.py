@@ -1,6 +1,6 @@
 """W1-W4 on the PostgreSQL backend; prints JSON (one object per workload, then a summary).
 
-    python bench/postgres.py [--dsn postgresql://127.0.0.1:5432/test] [-n 100000]
+    python bench/postgres.py [--dsn postgresql://postgres@127.0.0.1:5432/test] [-n 100000]
                              [--only W1,W1T,W2,W3,W4] [--repeat 1]
 
 The workloads are those of ``bench/workloads.py`` (the same code measures every
@@ -52,7 +52,7 @@ def run_one(dsn: str, name: str, fn: Callable[[str], dict[str, Any]]) -> dict[st
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsn", default=os.environ.get("BUNQ_PG_DSN",
-                                                   "postgresql://127.0.0.1:5432/test"))  # fmt: skip
+                                                   "postgresql://postgres@127.0.0.1:5432/test"))  # fmt: skip
     ap.add_argument("-n", type=int, default=100_000)
     ap.add_argument("--only", default="W1,W1T,W2,W3,W4")
     ap.add_argument("--repeat", type=int, default=1, help="runs per workload (median kept)")

@@ -19,7 +19,7 @@ from server.remote_factory import _remote
 from bunq.job import now_ms
 
 REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b.strip()}
-PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://127.0.0.1:5432/test")
+PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 class FakeClock:

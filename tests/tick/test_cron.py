@@ -248,7 +248,7 @@ def _peer(kind: str, first: Any, clock: Any) -> Any:
         return SQLiteBackend(first.path, clock=clock)
     from bunq.backends import connect
 
-    dsn = os.environ.get("BUNQ_PG_DSN", "postgresql://127.0.0.1:5432/test")
+    dsn = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
     sep = "&" if "?" in dsn else "?"
     return connect(f"{dsn}{sep}schema={first._test_schema}", clock=clock)
 
