@@ -28,6 +28,8 @@ fresh_venv() {
     "$1/bin/python" -m pip install -q --upgrade pip
 }
 
+zip_names() { "$PY" -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$1"; }
+
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # serve_smoke "COMMAND ... bunq serve": run it (install steps included) with bunq serve on
@@ -70,15 +72,17 @@ missing_extra_check() {
 # check_dist DIR: the sdist carries the sources and files a build needs; the wheel carries
 # the compiled core, the stubs and py.typed, and no tests.
 check_dist() {
-    local sdist wheel
+    local sdist wheel stree wtree f
     sdist=$(ls "$1"/bunq_queue-*.tar.gz) && wheel=$(ls "$1"/bunq_queue-*.whl) || die "no sdist/wheel in $1"
+    stree=$(tar -tzf "$sdist")  # listed once: `tar | grep -q` would die of SIGPIPE under pipefail
+    wtree=$(zip_names "$wheel")
     for f in LICENSE CHANGELOG.md Makefile template.yaml bunq/_core/heap.pyx bunq/_core/heap.pxd \
              handlers/aws_lambda.py; do
-        tar -tzf "$sdist" | grep -q "/$f$" || die "the sdist lacks $f"
+        grep -q "/$f$" <<<"$stree" || die "the sdist lacks $f"
     done
-    for f in bunq/py.typed bunq/_core/heap.pyi 'bunq/_core/heap\..*\.so' 'licenses/LICENSE'; do
-        unzip -l "$wheel" | grep -Eq "$f" || die "the wheel lacks $f"
+    for f in 'bunq/py.typed' 'bunq/_core/heap.pyi' 'bunq/_core/heap\..*\.so' 'licenses/LICENSE'; do
+        grep -Eq "$f" <<<"$wtree" || die "the wheel lacks $f"
     done
-    if unzip -l "$wheel" | grep -Eq ' tests/| handlers/|\.pyx$|\.c$'; then die "the wheel carries files it should not"; fi
+    if grep -Eq '^tests/|^handlers/|\.pyx$|\.c$' <<<"$wtree"; then die "the wheel carries files it should not"; fi
     echo "ok: $(basename "$sdist"), $(basename "$wheel")"
 }
