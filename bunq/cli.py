@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from . import logs
 from .backends import connect
 from .backends.base import Backend
 from .errors import (
@@ -342,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
                         )  # fmt: skip
     common.add_argument("--json", action="store_true", help="print JSON on stdout")
     common.add_argument("-v", "--verbose", action="store_true", help="debug logs, tracebacks")
+    common.add_argument("--log-format", choices=logs.FORMATS, default=None,
+                        help="BUNQ_LOG_FORMAT: auto (text on a terminal, else JSON), json, text"
+                        )  # fmt: skip
     p = argparse.ArgumentParser(prog="bunq", description="A durable job queue for Python.",
                                 epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -427,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     args.settings = settings
     level = "DEBUG" if args.verbose else settings.log_level.upper()
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logs.setup(level, args.log_format or settings.log_format)  # type: ignore[arg-type]
     be = open_backend(args)
     if be is None:
         url = args.backend or settings.cli_backend()

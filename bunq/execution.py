@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from .job import FailureReason, Job, Lease, Settle
 from .policy import FailDecision, decide_failure
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
+log = logging.getLogger("bunq.jobs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +115,40 @@ def settle(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
     outcome = _storable(backend, outcome)
     if outcome.ok:
         return Settled(backend.complete(lease, outcome.result))
-    decision = decision_for(lease.job, outcome, backend.clock())
+    now = backend.clock()
+    decision = decision_for(lease.job, outcome, now)
     answer = backend.fail(lease, describe(outcome.error), decision, outcome.duration_ms)
+    log_failure(lease.job, outcome, decision, answer, now)
     return Settled(answer, dead=answer is Settle.OK and decision.is_dead, failed=True)
+
+
+def log_failure(job: Job, outcome: Outcome, decision: FailDecision, answer: Settle,
+                now: int) -> None:  # fmt: skip
+    """Log a failed attempt: WARNING with what happens next, ERROR when dead-lettered.
+
+    Every field a reader needs to find the job is in the record (``job_id``, ``queue``,
+    ``job_name``, ``attempt``, ``error``), and the handler's traceback is attached.
+    """
+    err = outcome.error
+    fields: dict[str, Any] = {
+        "job_id": job.id, "queue": job.queue, "job_name": job.name, "attempt": job.attempts,
+        "max_attempts": job.max_attempts, "error": describe(err),
+        "duration_ms": outcome.duration_ms,
+    }  # fmt: skip
+    exc_info = (type(err), err, err.__traceback__) if err is not None else None
+    wait = max(decision.run_at - now, 0)
+    if decision.kind == "delay":  # DelayedError: a chosen reschedule, not a failure
+        log.info("job %s delayed by its handler for %d ms", job.id, wait, extra=fields)
+    elif answer is not Settle.OK:
+        log.warning("job %s failed, but its lease was lost: not recorded (%s)", job.id,
+                    answer.value, extra=fields, exc_info=exc_info)  # fmt: skip
+    elif decision.is_dead:
+        log.error("job %s failed and was dead-lettered (%s)", job.id, decision.reason.value,
+                  extra={**fields, "reason": decision.reason.value}, exc_info=exc_info)  # fmt: skip
+    else:
+        log.warning("job %s failed (attempt %d of %d), will run again in %d ms", job.id,
+                    job.attempts, job.max_attempts, wait, extra={**fields, "retry_in_ms": wait},
+                    exc_info=exc_info)  # fmt: skip
 
 
 def settle_many(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:

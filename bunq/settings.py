@@ -16,6 +16,8 @@ from typing import Any
 from .errors import ConfigError
 
 DEFAULT_BACKEND = "sqlite:///bunq.db"  # the library's default (``bunq.connect()``)
+LOG_FORMATS = ("auto", "json", "text")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class Settings:
     | BUNQ_HANDLER | handler | none (``module:function``) |
     | BUNQ_QUEUE | queue | none |
     | BUNQ_LOG_LEVEL | log_level | ``INFO`` |
+    | BUNQ_LOG_FORMAT | log_format | ``auto`` (text on a terminal, JSON elsewhere), json, text |
     | BUNQ_MAX_FRAME | max_frame | 16 MiB (bytes of one protocol frame) |
     | BUNQ_IDLE_TIMEOUT | idle_timeout | 60 (s before an idle client is closed) |
     """
@@ -51,6 +54,7 @@ class Settings:
     handler: str | None = None
     queue: str | None = None
     log_level: str = "INFO"
+    log_format: str = "auto"
     max_frame: int = 16 << 20
     idle_timeout: int = 60
 
@@ -62,6 +66,14 @@ class Settings:
         """What ``bunq serve`` serves and every other ``bunq`` command reads by default:
         ``BUNQ_BACKEND``, else the memory engine with its data in ``BUNQ_DATA_PATH``."""
         return self.backend or f"memory://?data={self.data_path}"
+
+    def __post_init__(self) -> None:
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(
+                f"BUNQ_LOG_FORMAT must be one of {LOG_FORMATS}, got {self.log_format!r}"
+            )
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(f"BUNQ_LOG_LEVEL must be one of {LOG_LEVELS}, got {self.log_level!r}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

@@ -8,13 +8,15 @@ the deadline from what the platform tells it, and calls :func:`run_tick`
 
 from __future__ import annotations
 
-import json
+import logging
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
+from bunq import logs
 from bunq.backends import connect
 from bunq.backends.base import Backend, check_queue_name
 from bunq.errors import BunqError
@@ -25,7 +27,13 @@ from bunq.tick import TickResult, load_handler, tick
 if TYPE_CHECKING:
     from bunq.backends.sqs import SQSBackend
 
+log = logging.getLogger("bunq.handler")
 DEFAULT_MAX = 100
+# CloudWatch embedded metric format: the tick's result line is also a set of metrics
+# (namespace bunq, dimension queue) that alarms can watch without a PutMetricData call.
+EMF_METRICS = (("succeeded", "Count"), ("failed", "Count"), ("moved_to_dlq", "Count"),
+               ("unsettled", "Count"), ("stale", "Count"),
+               ("duration_ms", "Milliseconds"))  # fmt: skip
 DEFAULT_SAFETY_MS = 3000
 # The EventBridge rule envelope and Scheduler context attributes: accepted, not used.
 ENVELOPE = frozenset({"version", "id", "detail-type", "source", "account", "time", "region",
@@ -108,6 +116,8 @@ class Runtime:
     def from_env(cls) -> Runtime:
         """Read ``BUNQ_*`` and import ``BUNQ_HANDLER``; ConfigError says what is missing."""
         settings = Settings.from_env()
+        # One JSON line per record on stdout: Lambda and Cloud Logging both parse it.
+        logs.setup(settings.log_level, "json", sys.stdout)
         return cls(settings, load_handler(settings.handler))
 
     @cached_property
@@ -173,15 +183,23 @@ def tick_options(event: object, settings: Settings) -> TickOptions:
 
 
 def log_json(message: str, level: str = "INFO", **fields: Any) -> None:
-    """Write one JSON log line to stdout (Lambda and Cloud Logging both parse it)."""
-    line = {"level": level, "severity": level, "logger": "bunq", "message": message, **fields}
-    sys.stdout.write(json.dumps(line, default=str) + "\n")
-    sys.stdout.flush()
+    """Log one record in bunq's schema (:mod:`bunq.logs`) with ``fields`` beside it."""
+    log.log(logging.getLevelName(level), message, extra=fields)
 
 
-def run_tick(rt: Runtime, opts: TickOptions, remaining_ms: int | None,
+def emf(queue: str) -> dict[str, Any]:
+    """The ``_aws`` member that makes a log line carry CloudWatch metrics (EMF)."""
+    return {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [{
+        "Namespace": "bunq", "Dimensions": [["queue"]],
+        "Metrics": [{"Name": name, "Unit": unit} for name, unit in EMF_METRICS]}]}  # fmt: skip
+
+
+def run_tick(rt: Runtime, opts: TickOptions, remaining_ms: int | None, *, metrics: bool = False,
              **log_fields: Any) -> TickResponse:  # fmt: skip
-    """Tick (looping if asked) until ``remaining_ms - safety_ms``; log and return the result."""
+    """Tick (looping if asked) until ``remaining_ms - safety_ms``; log and return the result.
+
+    ``metrics``: the result line carries CloudWatch EMF metrics (the Lambda handler).
+    """
     budget = remaining_ms if remaining_ms is not None else opts.budget_ms
     deadline = None if budget is None else max(budget - opts.safety_ms, 0)
     try:
@@ -194,6 +212,8 @@ def run_tick(rt: Runtime, opts: TickOptions, remaining_ms: int | None,
         raise
     out = cast(TickResponse, {"queue": opts.queue, **result.to_dict()})
     level = "ERROR" if result.unsettled else "WARNING" if result.stale else "INFO"
+    if metrics:
+        log_fields["_aws"] = emf(opts.queue)
     log_json("bunq tick", level, **out, **log_fields)
     return out
 

@@ -49,7 +49,7 @@ def handler(event: TickEvent, context: LambdaContext) -> TickResponse:
     """Drain the queue until shortly before the invocation's deadline."""
     rt = runtime()
     opts = _common.tick_options(event, rt.settings)
-    return _common.run_tick(rt, opts, context.get_remaining_time_in_millis(),
+    return _common.run_tick(rt, opts, context.get_remaining_time_in_millis(), metrics=True,
                             request_id=getattr(context, "aws_request_id", None),
                             scheduled_time=(event or {}).get("scheduled_time"))  # fmt: skip
 

@@ -7,11 +7,11 @@ import asyncio
 import signal
 import sys
 
+from .. import logs
 from ..backends import connect
 from ..backends.base import Backend
 from ..protocol import DEFAULT_MAX_FRAME
 from ..settings import Settings
-from . import logs
 from .app import Server
 from .context import ServerConfig
 
@@ -69,6 +69,12 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
         help="backend threads (default 1 for SQLite, inline for memory)",
     )
     p.add_argument("--log-level", default=settings.log_level, help="BUNQ_LOG_LEVEL (INFO)")
+    p.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=settings.log_format,
+        help="BUNQ_LOG_FORMAT: auto (text on a terminal, else JSON), json, text",
+    )
     return p
 
 
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None, settings: Settings | None = None) -> int
     """
     settings = settings or Settings.from_env()
     args = parser(settings).parse_args(argv)
-    logs.setup(args.log_level)
+    logs.setup(args.log_level, args.log_format)
     args.backend = args.backend or settings.cli_backend()
     backend: Backend = connect(args.backend)
     server = Server(backend, config_from(args, settings))
