@@ -224,6 +224,22 @@ def test_worker_drains_gracefully_on_sigterm(work: Path) -> None:
     assert "processed 50" in stderr
 
 
+def test_a_failed_job_is_visible_without_any_flag(work: Path) -> None:
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        job = q.add("bad", "fail", attempts=1)
+    out = bunq(work, "tick", "q", "--handler", "jobs:handle")
+    assert out.returncode == 0
+    [line] = [json.loads(ln) for ln in out.stderr.splitlines() if job.id in ln]
+    assert (line["level"], line["logger"], line["error"]) == (
+        "ERROR",
+        "bunq.jobs",
+        "ValueError: nope",
+    )
+    assert (
+        line["queue"] == "q" and line["attempt"] == 1 and 'raise ValueError("nope")' in line["exc"]
+    )
+
+
 def test_unsettled_outcomes_exit_75(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     real = connect(f"sqlite:///{tmp_path}/u.db")

@@ -63,6 +63,25 @@ def test_worker_retries_then_dead_letters(queue: Queue) -> None:
     assert entry.error == "ValueError: nope" and len(entry.history) == 3
 
 
+def test_every_failed_attempt_is_logged_with_the_job_and_the_traceback(
+        queue: Queue, caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    def handler(job: Any) -> None:
+        raise ValueError("nope")
+
+    caplog.set_level("INFO", logger="bunq.jobs")
+    job = queue.add("x", attempts=2, backoff=0)
+    w = Worker("w", handler, queue.backend).start()
+    wait_for(lambda: queue.dlq.size() == 1)
+    w.close()
+    recs = [r for r in caplog.records if r.name == "bunq.jobs"]
+    assert [(r.levelname, r.attempt) for r in recs] == [("WARNING", 1), ("ERROR", 2)]  # type: ignore[attr-defined]
+    for r in recs:
+        assert (r.job_id, r.queue, r.error) == (job.id, "w", "ValueError: nope")  # type: ignore[attr-defined]
+        assert r.exc_info and r.exc_info[0] is ValueError
+    assert "will run again" in recs[0].getMessage()
+    assert "dead-lettered (max_attempts_exceeded)" in recs[1].getMessage()
+
+
 def test_unrecoverable_delayed_and_retry_signals(queue: Queue) -> None:
     seen: dict[str, list[int]] = {"u": [], "d": [], "r": []}
 

@@ -9,14 +9,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from server.raw import Raw
 
 from bunq.backends.sql.sqlite import SQLiteBackend
 from bunq.job import JobState
 from bunq.protocol import encode
-from bunq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
