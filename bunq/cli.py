@@ -116,7 +116,8 @@ def cmd_worker(args: argparse.Namespace, be: Backend) -> int:
         raise ConfigError("no queue: give it (bunq worker QUEUE) or set BUNQ_QUEUE")
     handler = _handler(args)
     w = Worker(queue, handler, be, concurrency=args.concurrency,
-               lease_ms=args.lease_ms or args.settings.lease_ms)  # fmt: skip
+               lease_ms=args.lease_ms or args.settings.lease_ms,
+               health_file=args.health_file)  # fmt: skip
     print(f"bunq worker: {queue} on {be.kind}, concurrency {args.concurrency}; "
           "SIGTERM/Ctrl-C finishes running jobs and exits", file=sys.stderr)  # fmt: skip
     w.run()
@@ -365,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="job handler (default BUNQ_HANDLER); ./ is importable")  # fmt: skip
         c.add_argument("--concurrency", type=int, default=1, metavar="N", help="jobs at once")
         c.add_argument("--lease-ms", type=int, metavar="MS", help="lease (default BUNQ_LEASE_MS)")
+    sub.choices["worker"].add_argument(
+        "--health-file", metavar="PATH",
+        help="touch PATH while the worker makes progress (for a liveness probe)")  # fmt: skip
     t = sub.choices["tick"]
     t.add_argument("--max", type=int, default=100, metavar="N", help="jobs per tick (100)")
     t.add_argument("--loop-while-more", action="store_true",

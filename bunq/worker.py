@@ -51,12 +51,14 @@ class Worker:
     :param lease_ms: lease length; the heartbeat extends it every third.
     :param batch: most jobs leased per call (default ``max(concurrency, 50)``).
     :param sweep_interval_ms: how often this worker recovers expired leases.
+    :param health_file: touched (at most once a second) whenever the worker leases or
+        extends its leases: a liveness probe checks that it is recent (docs/operations.md).
     """
 
     def __init__(self, queue: str, handler: Handler, backend: Backend | str | None = None, *,
                  concurrency: int = 1, lease_ms: int = 30_000, batch: int | None = None,
                  idle_wait_ms: int = 1000, sweep_interval_ms: int = 5000,
-                 owner: str | None = None) -> None:  # fmt: skip
+                 owner: str | None = None, health_file: str | None = None) -> None:  # fmt: skip
         if not callable(handler):
             raise ConfigError("handler must be callable")
         if concurrency < 1 or lease_ms < 100:
@@ -80,6 +82,8 @@ class Worker:
         self._pool: cf.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._next_sweep = 0.0
+        self.health_file = health_file
+        self._touched = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> Worker:
@@ -139,7 +143,20 @@ class Worker:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
 
+    def _alive(self) -> None:
+        """Touch the health file: this worker's loop (or heartbeat) is making progress."""
+        now = time.monotonic()
+        if self.health_file is None or now - self._touched < 1.0:
+            return
+        self._touched = now
+        try:
+            with open(self.health_file, "a"):
+                os.utime(self.health_file)
+        except OSError as exc:
+            log.warning("cannot touch the health file %s: %s", self.health_file, exc)
+
     def _lease(self, n: int) -> list[Lease]:
+        self._alive()
         self._maybe_sweep()
         try:
             leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
@@ -261,6 +278,7 @@ class Worker:
                 self._extend_all()
 
     def _extend_all(self) -> None:
+        self._alive()
         with self._held.lock:
             leases = [v for k, v in self._held.leases.items() if k not in self._held.timed_out]
         for lease in leases:

@@ -1,4 +1,4 @@
-"""template.yaml (AWS SAM) and deploy/cronjob.yaml: linted and translated offline.
+"""template.yaml (AWS SAM): linted and translated offline (deploy/: tests/deploy).
 
 cfn-lint must run in CI (it is in the test extra); locally the test skips only
 when cfn-lint is missing and CI is unset. ``sam validate --lint`` and
@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
-CRONJOB = ROOT / "deploy" / "cronjob.yaml"
 AWS_ENV = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
 
 
@@ -94,18 +92,3 @@ def test_the_sqs_variant_reports_partial_failures() -> None:
     assert queue["Properties"]["VisibilityTimeout"] >= 6 * fn["Timeout"]
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] <= 1000
     assert fn["Handler"] == "handlers.aws_lambda.sqs_handler"
-
-
-def test_cronjob_example() -> None:
-    doc = yaml.safe_load(CRONJOB.read_text())
-    spec, job = doc["spec"], doc["spec"]["jobTemplate"]["spec"]
-    assert (spec["concurrencyPolicy"], job["backoffLimit"]) == ("Forbid", 0)
-    assert spec["startingDeadlineSeconds"] > 0 and job["activeDeadlineSeconds"] < 300
-    args = job["template"]["spec"]["containers"][0]["args"]
-    assert args[:2] == ["bunq", "tick"]
-    assert float(args[args.index("--deadline") + 1]) < job["activeDeadlineSeconds"]
-    validator = shutil.which("kubernetes-validate")
-    if validator:
-        out = subprocess.run([validator, "--strict", "-k", "1.31.0", str(CRONJOB)],
-                             capture_output=True, text=True, check=False)  # fmt: skip
-        assert out.returncode == 0, out.stdout + out.stderr
