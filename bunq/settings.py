@@ -28,6 +28,8 @@ class Settings:
     | --- | --- | --- |
     | BUNQ_BACKEND | backend | unset: ``connect()`` opens ``sqlite:///bunq.db``; the ``bunq``
       command opens :meth:`cli_backend` |
+    | BUNQ_BACKEND_SECRET | backend_secret | none: where the handlers read the backend URL
+      (a Secrets Manager ARN/name, or ``ssm:/param/name``) when BUNQ_BACKEND is unset |
     | BUNQ_HOST | host | ``127.0.0.1`` |
     | BUNQ_TCP_PORT | tcp_port | 6789 |
     | BUNQ_HTTP_PORT | http_port | 6790 |
@@ -44,6 +46,7 @@ class Settings:
     """
 
     backend: str | None = None
+    backend_secret: str | None = None
     host: str = "127.0.0.1"
     tcp_port: int = 6789
     http_port: int = 6790

@@ -8,6 +8,7 @@ the deadline from what the platform tells it, and calls :func:`run_tick`
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from bunq import logs
 from bunq.backends import connect
 from bunq.backends.base import Backend, check_queue_name
-from bunq.errors import BunqError
+from bunq.errors import BunqError, ConfigError
 from bunq.execution import Handler, describe, run_sync
 from bunq.settings import Settings
 from bunq.tick import TickResult, load_handler, tick
@@ -121,8 +122,15 @@ class Runtime:
         return cls(settings, load_handler(settings.handler))
 
     @cached_property
+    def backend_url(self) -> str:
+        """BUNQ_BACKEND, else the secret BUNQ_BACKEND_SECRET names (read once per container)."""
+        if self.settings.backend is None and self.settings.backend_secret:
+            return secret_value(self.settings.backend_secret)
+        return self.settings.library_backend()
+
+    @cached_property
     def backend(self) -> Backend:
-        return connect(self.settings.library_backend())
+        return connect(self.backend_url)
 
     def sqs_backend(self, arn: str) -> SQSBackend:
         """The SQS backend of an event-source queue, opened once per queue.
@@ -130,7 +138,7 @@ class Runtime:
         BUNQ_BACKEND when it is an ``sqs://`` URL (its endpoint and prefix
         apply), else the queue the ARN names. Opening makes no network call.
         """
-        if self.settings.library_backend().startswith("sqs://"):
+        if self.backend_url.startswith("sqs://"):
             return cast("SQSBackend", self.backend)
         backend = self._sqs.get(arn)
         if backend is None:
@@ -138,6 +146,36 @@ class Runtime:
 
             backend = self._sqs[arn] = cast("SQSBackend", connect(url_for_arn(arn)))
         return backend
+
+
+def secret_value(ref: str) -> str:
+    """The backend URL kept in AWS: a Secrets Manager secret (ARN or name; its string, or
+    the ``url`` of a JSON secret) or, as ``ssm:/name``, an SSM SecureString parameter.
+
+    :raises ConfigError: the secret cannot be read or holds no URL (never its value).
+    """
+    import boto3  # the Lambda runtime has it; elsewhere the sqs extra brings it
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        if ref.startswith("ssm:"):
+            param = boto3.client("ssm").get_parameter(Name=ref[4:], WithDecryption=True)
+            value = str(param["Parameter"]["Value"])
+        else:
+            value = str(boto3.client("secretsmanager").get_secret_value(SecretId=ref)
+                        .get("SecretString") or "")  # fmt: skip
+    except (BotoCoreError, ClientError) as exc:
+        raise ConfigError(f"cannot read the backend URL from {ref} ({type(exc).__name__}: "
+                          f"{exc})") from None  # fmt: skip
+    if value.lstrip().startswith("{"):
+        try:
+            value = str(json.loads(value).get("url") or "")
+        except (ValueError, AttributeError):
+            value = ""
+    if "://" not in value:
+        raise ConfigError(f"{ref} holds no backend URL (a string like postgresql://..., "
+                          'or JSON {"url": "postgresql://..."})')  # fmt: skip
+    return value.strip()
 
 
 @dataclass(frozen=True, slots=True)

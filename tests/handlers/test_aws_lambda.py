@@ -124,3 +124,64 @@ def test_importing_the_handlers_connects_to_nothing(tmp_path: Path) -> None:
                          text=True, check=True)  # fmt: skip
     assert out.stdout.strip() == "[]"
     assert not (tmp_path / "never.db").exists()
+
+
+def test_the_tick_line_carries_cloudwatch_metrics(
+        env: Any, lambda_context: Any, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    with Queue("emails", env["url"]) as q:
+        q.add("send", {"to": "fail@example.org"}, attempts=1)
+    aws_lambda.handler({}, lambda_context())
+    line = last_log(capsys)
+    [directive] = line["_aws"]["CloudWatchMetrics"]
+    names = {m["Name"] for m in directive["Metrics"]}
+    assert directive["Namespace"] == "bunq" and directive["Dimensions"] == [["queue"]]
+    assert {"unsettled", "moved_to_dlq", "failed", "duration_ms"} <= names
+    assert all(isinstance(line[n], int) for n in names) and line["moved_to_dlq"] == 1
+    assert line["queue"] == "emails" and isinstance(line["_aws"]["Timestamp"], int)
+
+
+@pytest.mark.sqs
+@pytest.mark.parametrize("kind", ["secretsmanager", "secretsmanager-json", "ssm"])
+def test_the_backend_url_comes_from_a_secret_read_once(
+        env: Any, lambda_context: Any, kind: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """BUNQ_BACKEND_SECRET: Secrets Manager or SSM, read at the first invocation only."""
+    import boto3
+    from backends.sqs import moto_server
+
+    endpoint = moto_server.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("BUNQ_BACKEND")
+    name = f"bunq-{kind}-{os.getpid()}-{id(env):x}"
+    if kind == "ssm":
+        boto3.client("ssm").put_parameter(Name=f"/{name}", Value=env["url"], Type="SecureString")
+        monkeypatch.setenv("BUNQ_BACKEND_SECRET", f"ssm:/{name}")
+    else:
+        value = json.dumps({"url": env["url"]}) if kind.endswith("json") else env["url"]
+        arn = boto3.client("secretsmanager").create_secret(Name=name, SecretString=value)["ARN"]
+        monkeypatch.setenv("BUNQ_BACKEND_SECRET", arn)
+    with Queue("emails", env["url"]) as q:
+        q.add_bulk([("send", {"to": "a@example.org"}) for _ in range(3)])
+    assert aws_lambda.handler({}, lambda_context())["succeeded"] == 3
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # a second read would fail
+    assert aws_lambda.handler({}, lambda_context())["leased"] == 0
+
+
+@pytest.mark.sqs
+def test_an_unreadable_secret_is_a_config_error_without_its_value(
+        env: Any, lambda_context: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import boto3
+    from backends.sqs import moto_server
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server.start())
+    monkeypatch.delenv("BUNQ_BACKEND")
+    monkeypatch.setenv("BUNQ_BACKEND_SECRET", "arn:aws:secretsmanager:us-east-1:1:secret:none")
+    with pytest.raises(ConfigError, match="cannot read the backend URL"):
+        aws_lambda.handler({}, lambda_context())
+    aws_lambda.runtime.cache_clear()
+    name = f"bunq-not-a-url-{os.getpid()}"
+    arn = boto3.client("secretsmanager").create_secret(Name=name, SecretString="hunter2")["ARN"]
+    monkeypatch.setenv("BUNQ_BACKEND_SECRET", arn)
+    with pytest.raises(ConfigError, match="holds no backend URL") as info:
+        aws_lambda.handler({}, lambda_context())
+    assert "hunter2" not in str(info.value)
