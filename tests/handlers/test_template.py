@@ -29,9 +29,9 @@ def tool(name: str, module: str | None = None) -> str:
     return path
 
 
-def test_cfn_lint_passes() -> None:
-    out = subprocess.run([tool("cfn-lint"), str(TEMPLATE)], capture_output=True, text=True,
-                         env=AWS_ENV, check=False)  # fmt: skip
+def test_cfn_lint_passes_with_informational_checks() -> None:
+    out = subprocess.run([tool("cfn-lint"), "--include-checks", "I", "--", str(TEMPLATE)],
+                         capture_output=True, text=True, env=AWS_ENV, check=False)  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -78,8 +78,44 @@ def test_the_schedule_does_not_retry_stale_ticks() -> None:
     assert invoke["Properties"]["MaximumRetryAttempts"] == 0
     fn = cfn["Resources"]["TickFunction"]["Properties"]
     assert fn["Handler"] == "handlers.aws_lambda.handler"
-    assert set(fn["Environment"]["Variables"]) == {"BUNQ_BACKEND", "BUNQ_HANDLER", "BUNQ_QUEUE"}
+    # The backend URL (with its password) is read from Secrets Manager, not the environment.
+    assert set(fn["Environment"]["Variables"]) == {"BUNQ_BACKEND_SECRET", "BUNQ_HANDLER",
+                                                   "BUNQ_QUEUE"}  # fmt: skip
     assert "Fn::If" in fn["ReservedConcurrentExecutions"]  # a parameter, 0 = none reserved
+
+
+def test_functions_are_traced_logged_with_retention_and_alarmed() -> None:
+    cfn = translate()
+    fns = of_type(cfn, "AWS::Lambda::Function")
+    assert fns and all(f["Properties"]["TracingConfig"]["Mode"] == "Active" for f in fns)
+    tick = cfn["Resources"]["TickFunction"]["Properties"]
+    assert tick["LoggingConfig"]["LogGroup"] == {"Ref": "TickLogGroup"}
+    group = cfn["Resources"]["TickLogGroup"]["Properties"]
+    assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    alarms = {(a["Properties"]["Namespace"], a["Properties"]["MetricName"])
+              for a in of_type(cfn, "AWS::CloudWatch::Alarm")}  # fmt: skip
+    assert {("bunq", "unsettled"), ("bunq", "moved_to_dlq"), ("AWS/Lambda", "Errors"),
+            ("AWS/SQS", "ApproximateNumberOfMessagesVisible")} <= alarms  # fmt: skip
+    from handlers._common import EMF_METRICS  # the alarms watch metrics the tick emits
+
+    assert {"unsettled", "moved_to_dlq"} <= {name for name, _ in EMF_METRICS}
+    for name in ("JobsQueue", "JobsDeadLetterQueue"):
+        q = cfn["Resources"][name]
+        assert (q["DeletionPolicy"], q["UpdateReplacePolicy"]) == ("Retain", "Retain")
+
+
+def test_the_tick_timeout_is_shorter_than_its_schedule_period() -> None:
+    tpl = yaml_template()
+    period = tpl["Parameters"]["TickSchedule"]["Default"]
+    assert period == "rate(1 minute)"
+    assert tpl["Parameters"]["TickTimeout"]["Default"] < 60
+
+
+def yaml_template() -> dict[str, Any]:
+    from samtranslator.yaml_helper import yaml_parse
+
+    tpl: dict[str, Any] = yaml_parse(TEMPLATE.read_text())
+    return tpl
 
 
 def test_the_sqs_variant_reports_partial_failures() -> None:
