@@ -32,7 +32,7 @@ class Settings:
       (a Secrets Manager ARN/name, or ``ssm:/param/name``) when BUNQ_BACKEND is unset |
     | BUNQ_HOST | host | ``127.0.0.1`` |
     | BUNQ_TCP_PORT | tcp_port | 6789 |
-    | BUNQ_HTTP_PORT | http_port | 6790 |
+    | BUNQ_HTTP_PORT | http_port | 6790 (0 picks one, -1 disables HTTP) |
     | BUNQ_DATA_PATH | data_path | ``bunq-data.db`` (server write-behind file) |
     | BUNQ_AUTH_TOKENS | auth_tokens | none (comma separated) |
     | BUNQ_MAX_PAYLOAD | max_payload | 1 MiB (bytes of encoded job data) |
@@ -98,8 +98,9 @@ def _coerce(name: str, raw: str, typ: object) -> Any:
             value = int(raw)
         except ValueError:
             raise ConfigError(f"BUNQ_{name.upper()} must be an integer, got {raw!r}") from None
-        if value < 0:
-            raise ConfigError(f"BUNQ_{name.upper()} must be >= 0, got {value}")
+        least = -1 if name == "http_port" else 0  # BUNQ_HTTP_PORT=-1: no HTTP listener
+        if value < least:
+            raise ConfigError(f"BUNQ_{name.upper()} must be >= {least}, got {value}")
         return value
     if "tuple" in str(typ):
         return tuple(t.strip() for t in raw.split(",") if t.strip())

@@ -336,7 +336,8 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
          lease_ms: int = 30_000, concurrency: int = 1, deadline_ms: int | None = None,
          deadline_at: int | None = None, clock: Clock | None = None,
          stop: Callable[[], bool] | None = None, loop_while_more: bool = False,
-         housekeeping: bool = True) -> TickResult:  # fmt: skip
+         housekeeping: bool = True,
+         progress: Callable[[TickResult], None] | None = None) -> TickResult:  # fmt: skip
     """Drain up to ``max`` due jobs of ``queue`` once; return what happened.
 
     :param handler: ``handler(job)``: a function or a coroutine function.
@@ -351,6 +352,7 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
     :param stop: polled before each job; True stops leasing (e.g. after SIGTERM).
     :param loop_while_more: tick again while a tick fills its batch, within the
         deadline; results are merged. ``housekeeping``: sweep and fire cron first.
+    :param progress: called between the ticks of a loop with the counters so far.
     :raises BackendError: lease or extend failed (``err.data["tick"]``: counters so
         far). Settle failures do not raise: they count as ``unsettled``.
     """
@@ -371,6 +373,8 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
         args = (queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop)
         result = _Tick(*args).run()
         while loop_while_more and result.stopped == "max":
+            if progress is not None:
+                progress(result)
             result = result.merge(_Tick(*args).run())
         counts = _safely("queue depth", lambda: be.counts(queue), None)
         depth = None if counts is None else sum(counts.get(s, 0) for s in DEPTH_STATES)

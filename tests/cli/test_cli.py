@@ -60,12 +60,56 @@ def bunq(work: Path, *args: str, stdin: str | None = None, **env: str) -> Any:
     (["stats", "--backend", "nosuch://x"], 78, "unknown backend scheme"),
     (["add", "q", "x", "--data", "{oops"], 65, "--data is not valid JSON"),
     (["cron", "add", "c", "--queue", "q", "--job", "j", "--cron", "* *"], 78, "invalid cron"),
+    (["add", "q"], 2, "one of the arguments NAME --file is required"),
+    (["cron", "add", "c", "--job", "j", "--cron", "* * * * *"], 2, "--queue"),
+    (["cron", "add", "c", "--queue", "q", "--job", "j"], 2, "--cron --every"),
+    (["cron", "list", "--limit", "3"], 2, "unrecognized arguments: --limit"),
+    (["dlq", "purge", "q", "--id", "x"], 2, "unrecognized arguments: --id"),
+    (["worker", "q", "--json"], 2, "unrecognized arguments: --json"),
+    (["tick", "q", "--deadline", "-5"], 2, "must be at least"),
+    (["tick", "q", "--max", "0"], 2, "must be at least 1"),
+    (["serve", "--backend", "bogus://x"], 78, "unknown backend scheme"),
 ])  # fmt: skip
 def test_mistakes_get_one_line_and_an_exit_code(
         work: Path, args: list[str], code: int, words: str) -> None:  # fmt: skip
     out = bunq(work, *args)
     assert out.returncode == code, out.stderr
     assert words in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bad_settings_are_78_for_every_command(work: Path) -> None:
+    for args in (["stats"], ["serve", "--port", "0"]):
+        out = bunq(work, *args, BUNQ_LOG_LEVEL="LOUD")
+        assert out.returncode == 78 and "BUNQ_LOG_LEVEL" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    out = bunq(work, "serve", "--help", BUNQ_HTTP_PORT="-1")  # -1 (no HTTP) is a valid setting
+    assert out.returncode == 0, out.stderr
+
+
+def test_every_documented_exit_code_is_the_one_the_code_uses() -> None:
+    """docs/cli.md's table, bunq --help's epilog and bunq.cli.exits say the same codes."""
+    import re
+
+    from bunq.cli import exits
+
+    doc = (ROOT / "docs" / "cli.md").read_text().split("## Exit codes", 1)[1].split("##", 1)[0]
+    documented = {int(c) for c in re.findall(r"^\| (\d+) \|", doc, re.M)}
+    constants = {v for k, v in vars(exits).items() if k.startswith("EX") and isinstance(v, int)}
+    in_epilog = {int(c) for c in re.findall(r"(\d+) [a-zA-Z]", exits.EPILOG)}
+    assert documented == constants == in_epilog
+
+
+def test_ctrl_c_is_130(work: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "add", "q", "--file", "-"], cwd=work,
+                            env=env_for(work), stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write('{"name": "a"}\n')
+    proc.stdin.flush()
+    time.sleep(1.5)  # reading stdin, waiting for the rest of the batch
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=20)
+    assert proc.returncode == 130, stderr
 
 
 def test_backend_unreachable_is_69(work: Path) -> None:
@@ -255,7 +299,7 @@ def test_unsettled_outcomes_exit_75(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                 return refuse
             return getattr(real, name)
 
-    monkeypatch.setattr(cli, "connect", lambda url: NoSettle())
+    monkeypatch.setattr(cli.backend, "connect", lambda url: NoSettle())
     assert cli.main(["tick", "q", "--handler", "json:dumps", "--json"]) == 75
     out = capsys.readouterr()
     assert json.loads(out.out)["unsettled"] == 1 and "will run again" in out.err
