@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
 from ..backends import connect
@@ -13,7 +14,8 @@ from ..errors import DataFileLocked
 from ..settings import Settings
 
 DEMO_BACKEND = "sqlite:///bunq-demo.db"
-READ_ONLY = {"stats": {}, "dlq list": [], "cron list": []}  # command -> its empty answer
+# command -> its empty answer
+READ_ONLY: dict[str, dict[str, Any] | list[Any]] = {"stats": {}, "dlq list": [], "cron list": []}
 
 
 def data_file(url: str) -> str | None:

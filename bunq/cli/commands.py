@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import IO, Any
 
 from ..backends.base import Backend
@@ -129,7 +130,7 @@ def cmd_add(args: argparse.Namespace, be: Backend) -> int:
             except BunqError as exc:
                 exc.args = (f"{exc} (after {count(added, 'job')} were added)",)
                 raise
-            prog.update(lambda n=added: f"bunq add: {n:,} jobs ({n / prog.elapsed():,.0f}/s)")
+            prog.update(partial(_added_line, added, prog))
     finally:
         prog.done()
         if stream is not sys.stdin:
@@ -138,6 +139,10 @@ def cmd_add(args: argparse.Namespace, be: Backend) -> int:
     out(args, {"queue": args.queue, "added": added},
         f"added {count(added, 'job')} to {args.queue} ({rate:,.0f} jobs/s)")  # fmt: skip
     return EXIT_OK
+
+
+def _added_line(added: int, prog: Progress) -> str:
+    return f"bunq add: {added:,} jobs ({added / prog.elapsed():,.0f}/s)"
 
 
 def cmd_stats(args: argparse.Namespace, be: Backend) -> int:
@@ -160,8 +165,8 @@ def cmd_dlq(args: argparse.Namespace, be: Backend) -> int:
         rows = [{"id": e.job.id, "name": e.job.name, "reason": e.reason.value, "error": e.error,
                  "attempts": e.job.attempts, "entered_at": e.entered_at}
                 for e in entries]  # fmt: skip
-        text = "\n".join(f"{r['id']}  {when(r['entered_at'])}  {r['name']}  {r['reason']}  "
-                         f"{r['error']}" for r in rows)  # fmt: skip
+        text = "\n".join(f"{e.job.id}  {when(e.entered_at)}  {e.job.name}  {e.reason.value}  "
+                         f"{e.error}" for e in entries)  # fmt: skip
         out(args, rows, text or f"the DLQ of {args.queue} is empty")
     elif args.action == "retry":
         n = be.dlq_retry(args.queue, args.id)
