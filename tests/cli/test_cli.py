@@ -106,7 +106,10 @@ def test_ctrl_c_is_130(work: Path) -> None:
     assert proc.stdin is not None
     proc.stdin.write('{"name": "a"}\n')
     proc.stdin.flush()
-    time.sleep(1.5)  # reading stdin, waiting for the rest of the batch
+    deadline = time.monotonic() + 30  # the backend is open: it is reading stdin now
+    while not (work / "cli.db").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=20)
     assert proc.returncode == 130, stderr
