@@ -89,10 +89,10 @@ def unfinished(backend: Any) -> int:
 
 
 def drain(backend: Any, ledger: Writer, done: Callable[[], bool] | None = None,
-          timeout: float = 60.0) -> None:  # fmt: skip
+          timeout: float = 60.0, lease_ms: int = 1_000) -> None:  # fmt: skip
     """Work the queue in this process until ``done()`` (default: nothing unfinished)."""
     check = done or (lambda: unfinished(backend) == 0)
-    ws = workers(backend, ledger, threads=2, lease_ms=1_000)
+    ws = workers(backend, ledger, threads=2, lease_ms=lease_ms)
     deadline = time.monotonic() + timeout
     try:
         while not check():
