@@ -5,8 +5,8 @@ event to its own file in a ledger directory, line-buffered, so each line is
 one ``write(2)`` that lands before the next call returns and survives a
 SIGKILL of the writer (a cut-off last line, without its newline, is ignored):
 
-- ``ack <id>`` once ``add`` / ``add_bulk`` returned that id (the add was
-  acknowledged);
+- ``ack <id> <monotonic s>`` once ``add`` / ``add_bulk`` returned that id
+  (the add was acknowledged);
 - ``run <id> <attempt>`` when a handler starts (at-least-once: a job may run
   again after a crash);
 - ``settling <id> <attempt> <token>`` just before a completion is sent, and
@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,8 @@ class Writer:
                 self._f.write(line + "\n")
 
     def acked(self, jobs: Iterable[Job]) -> None:
-        self.write(*(f"ack {j.id}" for j in jobs))
+        now = time.monotonic()
+        self.write(*(f"ack {j.id} {now:.6f}" for j in jobs))
 
     def ran(self, job: Job) -> None:
         self.write(f"run {job.id} {job.attempts}")
@@ -103,6 +105,7 @@ class Tally:
     """What the ledgers say, and what the backend holds of it."""
 
     acked: set[str] = field(default_factory=set)
+    acked_at: dict[str, float] = field(default_factory=dict)  # id -> monotonic s of the ack
     runs: collections.Counter[str] = field(default_factory=collections.Counter)
     settling: set[str] = field(default_factory=set)
     settled: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -158,6 +161,7 @@ def read(directory: Path) -> Tally:
             kind, *rest = line.split()
             if kind == "ack":
                 t.acked.add(rest[0])
+                t.acked_at[rest[0]] = float(rest[1])
             elif kind == "run":
                 t.runs[rest[0]] += 1
             elif kind == "settling":

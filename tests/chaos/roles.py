@@ -104,8 +104,10 @@ def drain(backend: Any, ledger: Writer, done: Callable[[], bool] | None = None,
 
 
 def spawn(role: str, url: str, ledger: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, __file__, role, url, str(ledger), *args],
-                            env=child_env(**env), text=True)  # fmt: skip
+    """Start a role; its stderr (the clients' retry warnings) goes to ``<ledger>.err``."""
+    with open(ledger.with_suffix(".err"), "a") as err:
+        return subprocess.Popen([sys.executable, __file__, role, url, str(ledger), *args],
+                                env=child_env(**env), stderr=err, text=True)  # fmt: skip
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
