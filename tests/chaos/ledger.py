@@ -108,6 +108,9 @@ class Tally:
     acked_at: dict[str, float] = field(default_factory=dict)  # id -> monotonic s of the ack
     runs: collections.Counter[str] = field(default_factory=collections.Counter)
     settling: set[str] = field(default_factory=set)
+    # (ledger file, id, attempt) of each run whose completion its process never sent
+    unsent: list[tuple[str, str, int]] = field(default_factory=list)
+    settled_attempts: dict[str, set[int]] = field(default_factory=dict)
     settled: collections.Counter[str] = field(default_factory=collections.Counter)
     fences: collections.Counter[tuple[str, str, str]] = field(
         default_factory=collections.Counter)  # fmt: skip
@@ -133,6 +136,23 @@ class Tally:
     def reran(self) -> int:
         return sum(1 for n in self.runs.values() if n > 1)
 
+    def orphans(self, killed: Iterable[str]) -> list[tuple[str, int]]:
+        """Jobs a killed process was running (a run with no completion sent)."""
+        names = set(killed)
+        return [(jid, a) for f, jid, a in self.unsent if f in names]
+
+    def not_rerun(self, orphans: Iterable[tuple[str, int]], *,
+                  lease_commits: bool = True) -> list[tuple[str, int]]:  # fmt: skip
+        """The orphans NOT completed afterwards under a later attempt (should be none).
+
+        Where a lease is written behind (memory engine), the crash may undo the
+        lease itself: the job then runs again under the same attempt number
+        (a new token), so ``lease_commits=False`` accepts an equal attempt.
+        """
+        later = 1 if lease_commits else 0
+        return [(jid, a) for jid, a in orphans
+                if not any(b >= a + later for b in self.settled_attempts.get(jid, ()))]  # fmt: skip
+
     def summary(self) -> dict[str, Any]:
         return {"acked": len(self.acked), "present": len(self.present),
                 "settled": len(self.settled), "unconfirmed": len(self.unconfirmed),
@@ -157,6 +177,7 @@ def read(directory: Path) -> Tally:
     for path in sorted(directory.glob("*.log")):
         text = path.read_text()
         lines = text.split("\n")[:-1]  # the last element is "" or a line cut by a SIGKILL
+        running: dict[str, int] = {}  # id -> attempt of a run whose completion is not sent
         for line in lines:
             kind, *rest = line.split()
             if kind == "ack":
@@ -164,11 +185,15 @@ def read(directory: Path) -> Tally:
                 t.acked_at[rest[0]] = float(rest[1])
             elif kind == "run":
                 t.runs[rest[0]] += 1
+                running[rest[0]] = int(rest[1])
             elif kind == "settling":
                 t.settling.add(rest[0])
+                running.pop(rest[0], None)
             elif kind == "settled":
                 t.settled[rest[0]] += 1
                 t.fences[(rest[0], rest[1], rest[2])] += 1
+                t.settled_attempts.setdefault(rest[0], set()).add(int(rest[1]))
+        t.unsent += [(path.name, jid, a) for jid, a in running.items()]
     return t
 
 

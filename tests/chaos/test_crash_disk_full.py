@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,15 +29,22 @@ BULK = 20
 
 
 @pytest.fixture(scope="module")
-def tmpfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh 4 MB tmpfs per module (each test works in a directory of its own)."""
-    where = tmp_path_factory.mktemp("full")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], check=False)
+def tmpfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Path]]:
+    """Return ``mount()``: a fresh 4 MB tmpfs each call, unmounted after the module."""
+    mounted: list[Path] = []
+
+    def mount() -> Path:
+        where = tmp_path_factory.mktemp("full")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
+                              capture_output=True, text=True)  # fmt: skip
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], check=False)
 
 
 @dataclass
@@ -50,10 +57,12 @@ class Outcome:
     stored_after_restart: set[str] = field(default_factory=set)
 
 
-def fill_then_free(url: str, where: Path, durable: bool) -> Outcome:
+def fill_then_free(scheme: str, where: Path, durable: bool) -> Outcome:
     """Add until refused, free the ballast, add again, restart, and look everything up."""
-    where.mkdir()
-    ballast = where.parent / f"{where.name}.ballast"  # 512 KB that frees space when deleted
+    url = {"sqlite": f"sqlite:///{where / 'q.db'}", "memory": f"memory://?data={where / 'e.db'}"}[
+        scheme
+    ]
+    ballast = where / "ballast"  # 512 KB that frees space when deleted
     ballast.write_bytes(b"\0" * 512 * 1024)
     out = Outcome()
     backend = connect(url)
@@ -97,13 +106,13 @@ def fill_then_free(url: str, where: Path, durable: bool) -> Outcome:
 
 
 @pytest.fixture(scope="module")
-def sqlite_full(tmpfs: Path) -> Outcome:
-    return fill_then_free(f"sqlite:///{tmpfs / 'sqlite' / 'q.db'}", tmpfs / "sqlite", False)
+def sqlite_full(tmpfs: Callable[[], Path]) -> Outcome:
+    return fill_then_free("sqlite", tmpfs(), False)
 
 
 @pytest.fixture(scope="module")
-def memory_full(tmpfs: Path) -> Outcome:
-    return fill_then_free(f"memory://?data={tmpfs / 'memory' / 'e.db'}", tmpfs / "memory", True)
+def memory_full(tmpfs: Callable[[], Path]) -> Outcome:
+    return fill_then_free("memory", tmpfs(), True)
 
 
 def test_sqlite_disk_full_refuses_typed_keeps_every_ack_and_recovers(sqlite_full: Outcome) -> None:

@@ -50,4 +50,6 @@ def test_engine_owner_killed_under_load_keeps_every_durable_add(tmp_path: Path) 
     print(f"\nmemory engine owner SIGKILLed x{ROUNDS}: {t.summary()}")
     t.check(settle_commits=False)
     assert len(t.recompleted) <= ROUNDS * NON_DURABLE_LOSS_BOUND
-    assert t.reran > 0, "no kill interrupted a job: the test did not test recovery"
+    orphans = t.orphans(f"owner{k}.log" for k in range(ROUNDS))
+    assert orphans, "no kill interrupted a running job: the test did not test recovery"
+    assert t.not_rerun(orphans, lease_commits=False) == []  # each ran again and completed
