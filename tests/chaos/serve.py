@@ -41,8 +41,8 @@ class Served:
         if not m:
             proc.kill()
             proc.wait()
-            raise AssertionError(f"bunq serve did not start: {line!r} "
-                                 f"{(self.cwd / f'serve-{self.starts}.err').read_text()}")  # fmt: skip
+            err_text = (self.cwd / f"serve-{self.starts}.err").read_text()
+            raise AssertionError(f"bunq serve did not start: {line!r} {err_text}")
         self.port, self.http_port = int(m.group(1)), int(m.group(2))
         self.proc = proc
         return self

@@ -100,8 +100,10 @@ def fill_then_free(scheme: str, where: Path, durable: bool) -> Outcome:
         }  # fmt: skip
     finally:
         backend.close()
-    print(f"\n{url.split(':')[0]} disk full after {len(out.acked)} acks: {out.error!r} in "
-          f"{out.refused_after_s:.1f} s; recovered {out.recovered_after_s:.1f} s after freeing")
+    print(
+        f"\n{url.split(':')[0]} disk full after {len(out.acked)} acks: {out.error!r} in "
+        f"{out.refused_after_s:.1f} s; recovered {out.recovered_after_s:.1f} s after freeing"
+    )
     return out
 
 

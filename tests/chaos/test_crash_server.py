@@ -41,10 +41,13 @@ def test_server_killed_under_load_loses_no_durable_push(tmp_path: Path) -> None:
     d = ledger_dir(tmp_path)
     served = Served(tmp_path, f"memory://?data={tmp_path / 'served.db'}").start()
     url = served.url
-    procs = [spawn("produce", url, d / "p0.log", "--durable"),
-             spawn("produce", url, d / "p1.log", "--durable", "--bulk", "10"),
-             spawn("work", url, d / "w0.log", "--sleep", "0.002", "--lease-ms", "1000"),
-             spawn("work", url, d / "w1.log", "--sleep", "0.002", "--lease-ms", "1000")]  # fmt: skip
+    work = ("--sleep", "0.002", "--lease-ms", "1000")
+    procs = [
+        spawn("produce", url, d / "p0.log", "--durable"),
+        spawn("produce", url, d / "p1.log", "--durable", "--bulk", "10"),
+        spawn("work", url, d / "w0.log", *work),
+        spawn("work", url, d / "w1.log", *work),
+    ]
     try:
         for _ in range(KILLS):
             seen = acks(d)

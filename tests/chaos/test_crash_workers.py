@@ -54,7 +54,7 @@ def test_workers_killed_mid_batch_lose_nothing_and_settle_once(
         for k in range(KILLS):
             victim, log = workers[0], d / f"w{k}.log"
             seen = lines(log, "run")
-            wait_for(lambda: lines(log, "run") >= seen + 40, 60, "the victim to run jobs")
+            wait_for(lambda: lines(log, "run") >= seen + 40, 60, "the victim to run")  # noqa: B023
             kill(victim)  # mid-batch: it leases 20 at a time and runs each for 2 ms
             workers = [*workers[1:], spawn("work", backend_url, d / f"w{k + 2}.log", *work)]
         wait_for(lambda: lines(d / "producer.log", "ack") >= 1_000, 60, "1,000 acks")
