@@ -5,7 +5,7 @@ refused. The refusal must be a typed ``BackendUnavailable``; every add
 acknowledged before it is there (and on disk after a restart); the refused
 add is not stored; once space is freed (a ballast file is deleted) adds work
 again. Mounting needs root (CI runs as root); elsewhere these tests skip and
-say why.
+say why, unless ``BUNQ_REQUIRE_BACKENDS`` names ``tmpfs`` (then they fail).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import missing
 
 from bunq import Queue, connect
 from bunq.errors import BackendUnavailable, BunqError
@@ -37,8 +38,8 @@ def tmpfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], Pat
         where = tmp_path_factory.mktemp("full")
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
                               capture_output=True, text=True)  # fmt: skip
-        if done.returncode:
-            pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+        if done.returncode:  # skip, or fail when BUNQ_REQUIRE_BACKENDS names "tmpfs"
+            missing("tmpfs", f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
         mounted.append(where)
         return where
 
