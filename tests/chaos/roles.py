@@ -4,7 +4,7 @@ Run as a script (the child processes the tests SIGKILL)::
 
     python roles.py produce URL LEDGER [--durable] [--bulk N] [--count N]
     python roles.py work URL LEDGER [--lease-ms N] [--sleep S] [--threads N]
-    python roles.py own URL LEDGER [--durable] [--producers N] [--workers N]
+    python roles.py own URL LEDGER [--durable] [--producers N] [--threads N] [--sleep S]
 
 ``produce`` adds jobs to queue ``chaos`` and records each acknowledged id;
 a refused add (the backend is down or restarting) is retried after a pause,
@@ -40,8 +40,8 @@ MAX_SECONDS = float(os.environ.get("MAX_SECONDS", "60"))
 
 
 def produce(backend: Any, ledger: Writer, *, durable: bool = False, bulk: int = 1,
-            count: int = 0, stop: threading.Event | None = None) -> int:  # fmt: skip
-    """Add jobs until ``count`` are acknowledged, ``stop`` is set or MAX_SECONDS pass.
+            count: int = 0) -> int:  # fmt: skip
+    """Add jobs until ``count`` are acknowledged (0: no limit) or MAX_SECONDS pass.
 
     Jobs get ``ATTEMPTS`` attempts: on SQS every lapsed lease spends one, even
     for a job leased in a batch but never started, and a job past its
@@ -52,8 +52,6 @@ def produce(backend: Any, ledger: Writer, *, durable: bool = False, bulk: int = 
     acked, i = 0, 0
     deadline = time.monotonic() + MAX_SECONDS
     while (not count or acked < count) and time.monotonic() < deadline:
-        if stop is not None and stop.is_set():
-            break
         try:
             if bulk == 1:
                 jobs = [q.add("job", {"i": i}, **opts)]
