@@ -6,7 +6,7 @@ Missing services skip, or fail when ``BUNQ_REQUIRE_BACKENDS`` names them (CI).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,21 @@ def pg_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[[str], Served]]:
+    """Return ``serve(backend_url)``: a started ``bunq serve`` child, stopped after the test."""
+    started: list[Served] = []
+
+    def start(backend: str) -> Served:
+        served = Served(tmp_path, backend)
+        started.append(served)
+        return served.start()
+
+    yield start
+    for served in started:
+        served.stop()
+
+
+@pytest.fixture
 def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The URL of a fresh store on the backend the test is parametrized with."""
     kind = request.param
@@ -49,8 +64,5 @@ def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         except moto_server.MotoMissing as exc:
             missing("sqs", str(exc))
     else:  # remote: bunq serve (its default memory engine + write-behind) in a child process
-        served = Served(tmp_path, f"memory://?data={tmp_path / 'served.db'}").start()
-        try:
-            yield served.url
-        finally:
-            served.stop()
+        serve = request.getfixturevalue("serve")
+        yield serve(f"memory://?data={tmp_path / 'served.db'}").url

@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,9 +45,11 @@ STORES = {"memory": "memory://?data={}/served.db", "sqlite": "sqlite:///{}/serve
 
 
 @pytest.mark.parametrize("behind", list(STORES))
-def test_server_killed_under_load_loses_no_durable_push(behind: str, tmp_path: Path) -> None:
+def test_server_killed_under_load_loses_no_durable_push(
+    behind: str, serve: Callable[[str], Served], tmp_path: Path
+) -> None:
     d = ledger_dir(tmp_path)
-    served = Served(tmp_path, STORES[behind].format(tmp_path)).start()
+    served = serve(STORES[behind].format(tmp_path))
     url = served.url
     work = ("--sleep", "0.002", "--lease-ms", "1000")
     procs = [
@@ -72,7 +75,6 @@ def test_server_killed_under_load_loses_no_durable_push(behind: str, tmp_path: P
         t = tally(d, backend)
     finally:
         backend.close()
-        served.stop()
     print(f"\nbunq serve ({behind}) SIGKILLed x{KILLS} under durable pushes: {t.summary()}")
     commits = behind == "sqlite"  # the memory engine writes leases and completions behind
     t.check(settle_commits=commits)
@@ -81,9 +83,11 @@ def test_server_killed_under_load_loses_no_durable_push(behind: str, tmp_path: P
     assert t.not_rerun(orphans, lease_commits=commits) == []
 
 
-def test_server_kill_loses_at_most_the_bound_of_non_durable_pushes(tmp_path: Path) -> None:
+def test_server_kill_loses_at_most_the_bound_of_non_durable_pushes(
+    serve: Callable[[str], Served], tmp_path: Path
+) -> None:
     d = ledger_dir(tmp_path)
-    served = Served(tmp_path, STORES["memory"].format(tmp_path)).start()
+    served = serve(STORES["memory"].format(tmp_path))
     url = served.url
     procs = [spawn("produce", url, d / f"p{i}.log", "--bulk", str(bulk))
              for i, bulk in enumerate((1, 1, 10, 100))]  # fmt: skip
@@ -105,7 +109,6 @@ def test_server_kill_loses_at_most_the_bound_of_non_durable_pushes(tmp_path: Pat
         t = tally(d, backend)
     finally:
         backend.close()
-        served.stop()
     lost = set(t.lost)
     per_kill, window_ms, before = [], [], set[str]()
     for snap, at in zip(snapshots, killed_at, strict=True):
