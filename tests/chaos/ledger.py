@@ -20,7 +20,8 @@ invariants that docs/reliability.md states:
   or its completion was recorded. On SQS (no lookups by id; a completion
   deletes the message) a job whose completion was sent by a worker killed
   before the answer came back is gone for a good reason: it counts as
-  settled-unconfirmed, not lost. Non-durable adds on a write-behind store
+  settled-unconfirmed, not lost (the SQS test checks each against moto's
+  record of the receipt handles it deleted). Non-durable adds on a write-behind store
   are counted, not asserted: the caller holds them to
   :data:`NON_DURABLE_LOSS_BOUND`.
 - **0 settled twice**: no fence (job id, attempt, lease token) has two
@@ -108,7 +109,7 @@ class Tally:
     acked: set[str] = field(default_factory=set)
     acked_at: dict[str, float] = field(default_factory=dict)  # id -> monotonic s of the ack
     runs: collections.Counter[str] = field(default_factory=collections.Counter)
-    settling: set[str] = field(default_factory=set)
+    settling: dict[str, set[str]] = field(default_factory=dict)  # id -> lease tokens
     # (ledger file, id, attempt) of each run whose completion its process never sent
     unsent: list[tuple[str, str, int]] = field(default_factory=list)
     settled_attempts: dict[str, set[int]] = field(default_factory=dict)
@@ -186,7 +187,7 @@ def read(directory: Path) -> Tally:
                 t.runs[rest[0]] += 1
                 running[rest[0]] = int(rest[1])
             elif kind == "settling":
-                t.settling.add(rest[0])
+                t.settling.setdefault(rest[0], set()).add(rest[2])
                 running.pop(rest[0], None)
             elif kind == "settled":
                 t.settled[rest[0]] += 1
@@ -209,7 +210,7 @@ def tally(directory: Path, backend: Any, *, by_id: bool = True, queue: str = "ch
         for entry in backend.dlq_list(queue, limit=1_000):
             t.present.add(entry.job.id)
             t.states["failed"] += 1
-        t.unconfirmed = t.settling - set(t.settled) - t.present
+        t.unconfirmed = set(t.settling) - set(t.settled) - t.present
         return t
     settled = set(t.settled)
     for jid in t.acked:

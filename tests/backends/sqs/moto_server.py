@@ -112,6 +112,23 @@ def speed_up_moto() -> list[Any]:
     return [undo]
 
 
+def deleted_handles(queue_name: str) -> set[str]:
+    """Every receipt handle moto accepted a delete for, on queues named ``queue_name``.
+
+    What the server really did, for tests that must tell a delete that landed
+    before its caller was killed from a message that vanished.
+    """
+    from moto.sqs.models import sqs_backends
+
+    out: set[str] = set()
+    for account in sqs_backends.values():
+        for backend in account.values():
+            queue = backend.queues.get(queue_name)
+            if queue is not None:
+                out |= set(queue.deleted_messages)
+    return out
+
+
 def serialize_deletes() -> list[Any]:
     """Run moto's ``Queue.delete_message`` under the queue's own message lock.
 
