@@ -28,11 +28,11 @@ def claim(conn: Any, path: str, kind: int) -> None:
 
     :param conn: an open apsw connection (``conn.execute``).
     """
-    found = int(conn.execute("PRAGMA application_id").fetchall()[0][0])
-    if found == 0:
-        found = _unstamped(conn)
+    stamp = int(conn.execute("PRAGMA application_id").fetchall()[0][0])
+    found = stamp or _unstamped(conn)
     if found in (0, kind):
-        conn.execute(f"PRAGMA application_id = {kind}")
+        if stamp == 0:  # stamped once; an open of a stamped file writes nothing
+            conn.execute(f"PRAGMA application_id = {kind}")
         return
     what, url = _WHAT.get(found, (f"not a bunq file (application_id {found:#x})", None))
     hint = f"; open it with {url.format(path=path)}" if url else ""

@@ -1,8 +1,7 @@
-"""Child-process roles for the multi-process and crash tests (run as a script).
+"""Child-process roles for the multi-process tests on SQLite (run as a script).
 
 python procs.py worker DB OUT [LEASE_MS] [SLEEP_S]   # record "id attempt" per job run
 python procs.py producer DB COUNT BULK               # add COUNT jobs in bulks
-python procs.py add-print DB                         # add forever, print each acked id
 """
 
 from __future__ import annotations
@@ -62,16 +61,6 @@ def producer(db: str, count: int, bulk: int) -> None:
         n += size
 
 
-def add_print(db: str) -> None:
-    q = Queue("mp", SQLiteBackend(db))
-    i = 0
-    while True:
-        job = q.add("job", {"i": i})
-        sys.stdout.write(job.id + "\n")
-        sys.stdout.flush()
-        i += 1
-
-
 if __name__ == "__main__":
     role, args = sys.argv[1], sys.argv[2:]
     if role == "worker":
@@ -81,5 +70,3 @@ if __name__ == "__main__":
         worker_run(args[0], args[1])
     elif role == "producer":
         producer(args[0], int(args[1]), int(args[2]))
-    elif role == "add-print":
-        add_print(args[0])

@@ -1,4 +1,7 @@
-"""Several broker processes on one PostgreSQL schema; SIGKILL and killed connections.
+"""Several broker processes on one PostgreSQL schema share the work exactly once.
+
+SIGKILLed brokers and terminated connections are in the chaos suite
+(tests/chaos/test_crash_workers.py, test_crash_postgres.py).
 
 The module is also the child process: ``python test_postgres_brokers.py worker URL OUT
 THREADS LEASE_MS SLEEP_S EXPECT`` runs THREADS Workers on one backend, records
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -124,56 +126,6 @@ def test_two_brokers_times_four_threads_complete_every_job_exactly_once(
     assert len(done) == total and max(done.values()) == 1  # each attempt completed once
     assert max(starts.values()) == 1  # no job ever ran twice, let alone at the same time
     assert all(o.read_text() for o in outs)  # both brokers took a share
-    backend.close()
-
-
-def test_sigkilled_worker_jobs_are_released_after_their_lease(pg_url: Any, tmp_path: Path) -> None:
-    from bunq import JobState
-
-    url, total = pg_url(), 12
-    backend = produce(url, total)
-    first, second = tmp_path / "killed.log", tmp_path / "rescuer.log"
-    first.touch()
-    victim = spawn(url, first, threads=2, lease_ms=1_000, sleep_s=0.4, expect=total, sweep_ms=300)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and first.read_text().count("start") < 2:
-        time.sleep(0.02)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
-    orphans = {jid for kind, jid, _, _ in records([first]) if kind == "start"} - {
-        jid for kind, jid, _, _ in records([first]) if kind == "done"}  # fmt: skip
-    assert orphans, "the victim was killed between jobs; nothing to recover"
-    rescuer = spawn(url, second, threads=2, lease_ms=1_000, expect=total, sweep_ms=300)
-    assert rescuer.wait(60) == 0
-    assert backend.counts("mp")[JobState.COMPLETED] == total
-    rerun = {jid: att for kind, jid, att, _ in records([second]) if kind == "done"}
-    assert all(rerun[jid] >= 2 for jid in orphans)  # re-leased with a new attempt
-    backend.close()
-
-
-def test_worker_survives_pg_terminate_backend_mid_run(pg_url: Any, tmp_path: Path) -> None:
-    import psycopg
-    from conftest import PG_DSN
-
-    from bunq import JobState
-
-    app = f"bunq_term_{uuid.uuid4().hex[:8]}"
-    url, total = pg_url(application_name=app), 3_000
-    backend = produce(url, total)
-    out = tmp_path / "survivor.log"
-    proc = spawn(url, out, threads=2, lease_ms=3_000, sleep_s=0.002, expect=total, sweep_ms=500)
-    killed = 0
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        for _ in range(4):
-            time.sleep(0.6)
-            killed += conn.execute("SELECT count(pg_terminate_backend(pid)) FROM"
-                                   " pg_stat_activity WHERE application_name = %s",
-                                   [app]).fetchone()[0]  # fmt: skip
-    assert killed >= 4
-    assert proc.wait(80) == 0
-    assert backend.counts("mp")[JobState.COMPLETED] == total
-    done = {jid for kind, jid, _, _ in records([out]) if kind == "done"}
-    assert len(done) == total
     backend.close()
 
 

@@ -1,4 +1,8 @@
-"""Several processes on one SQLite file, and processes killed with SIGKILL."""
+"""Several processes on one SQLite file; a graceful SIGTERM.
+
+Processes killed with SIGKILL (workers, producers) are in the chaos suite
+(tests/chaos/test_crash_workers.py), with its counting harness.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bunq import JobState, Queue, Worker
+from bunq import JobState, Queue
 from bunq.backends.sql.sqlite import SQLiteBackend
 
 HERE = Path(__file__).parent
@@ -57,52 +61,6 @@ def test_four_workers_and_a_producer_complete_every_job_once(tmp_path: Path) -> 
     dupes = [jid for jid, n in collections.Counter(done).items() if n > 1]
     assert dupes == [] and len(done) == total
     assert sum(1 for o in outs if o.read_text()) >= 2  # the work was really shared
-    backend.close()
-
-
-def test_killed_worker_jobs_are_released_after_the_lease(tmp_path: Path) -> None:
-    db = str(tmp_path / "kill.db")
-    q = Queue("mp", SQLiteBackend(db))
-    q.add_bulk([("job", i) for i in range(30)])
-    out = tmp_path / "victim.log"
-    victim = spawn("worker", db, str(out), "1000", "0.05")
-    deadline = time.monotonic() + 30
-    while out.read_text().count("start") < 5 if out.exists() else True:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    assert q.counts()["active"] > 0  # it died holding leases
-    started = {jid for kind, jid, _ in records([out]) if kind == "start"}
-    finished = {jid for kind, jid, _ in records([out]) if kind == "done"}
-    w = Worker("mp", lambda job: None, q.backend, sweep_interval_ms=100).start()
-    end = time.monotonic() + 30
-    while q.counts()["completed"] < 30:
-        assert time.monotonic() < end, q.counts()
-        time.sleep(0.05)
-    w.close()
-    interrupted = started - finished
-    assert interrupted, "the kill should interrupt a running job"
-    for jid in interrupted:
-        job = q.get_job(jid)
-        assert job.state is JobState.COMPLETED and job.attempts == 2 and job.stalls == 1
-
-
-def test_killed_producer_loses_no_acknowledged_add(tmp_path: Path) -> None:
-    db = str(tmp_path / "prod.db")
-    SQLiteBackend(db).close()
-    proc = spawn("add-print", db, stdout=subprocess.PIPE)
-    acked = []
-    assert proc.stdout is not None
-    while len(acked) < 2_000:
-        line = proc.stdout.readline().strip()
-        assert line, "the producer died early"
-        acked.append(line)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    backend = SQLiteBackend(db)
-    missing = [jid for jid in acked if backend.get_job(jid) is None]
-    assert missing == []
     backend.close()
 
 

@@ -60,6 +60,7 @@ class SQSBackend(Receiver, DlqOps, Refusals):
             else CAPABILITIES  # fmt: skip
         self._lock = threading.Lock()
         self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._latest: OrderedDict[str, int] = OrderedDict()  # job id -> newest attempt here
         self._settled: OrderedDict[str, None] = OrderedDict()
         self._cache: dict[str, deque[Cached]] = {}
         self._vis: dict[str, int] = {}
@@ -139,11 +140,12 @@ class SQSBackend(Receiver, DlqOps, Refusals):
         """Return (False, _) if this process knows the lease is stale, else (True, what it knows).
 
         Receipt handles this process settled, or handed out with another
+        attempt, or whose job it has since received again under a later
         attempt, are refused here; for the rest SQS decides (a refused handle
         is STALE).
         """
         with self._lock:
-            if lease.token in self._settled:
+            if lease.token in self._settled or self._latest.get(lease.job.id, 0) > lease.attempt:
                 return False, None
             held = self._held.get(lease.token)
         return held is None or held.attempt == lease.attempt, held

@@ -59,14 +59,26 @@ class Receiver:
     moves: Mover
     _lock: threading.Lock
     _held: OrderedDict[str, _Held]
+    _latest: OrderedDict[str, int]
     _cache: dict[str, deque[Cached]]
     _vis: dict[str, int]
 
-    def _remember(self, handle: str, held: _Held) -> None:
+    def _remember(self, handle: str, held: _Held, job_id: str) -> None:
+        """Note a handle handed out, and the newest attempt of its job seen here.
+
+        A lease of an older attempt of the same job is superseded (its
+        visibility lapsed and the job was received again): ``_fence`` refuses
+        it, since SQS itself may accept its delete without deleting.
+        """
         with self._lock:
             self._held[handle] = held
             while len(self._held) > FENCES_KEPT:
                 self._held.popitem(last=False)
+            if self._latest.get(job_id, 0) < held.attempt:
+                self._latest[job_id] = held.attempt
+                self._latest.move_to_end(job_id)
+                while len(self._latest) > FENCES_KEPT:
+                    self._latest.popitem(last=False)
 
     # -- leases ------------------------------------------------------------------------
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
@@ -190,7 +202,7 @@ class Receiver:
             self._aside(info, m, lambda: self.moves.dead_letter(info, handle, copy, probe=False))
             return None
         job = env.job(JobState.ACTIVE, attempt, env.created_at + env.opts.delay, now)
-        self._remember(handle, _Held(attempt, received_at))
+        self._remember(handle, _Held(attempt, received_at), job.id)
         return Lease(job, handle, attempt, expires, owner)
 
     def _aside(self, info: QueueInfo, m: dict[str, Any], move: Callable[[], object]) -> None:

@@ -42,7 +42,7 @@ def start() -> str:
         raise MotoMissing(msg) from exc
     _state["env"] = {k: os.environ.get(k) for k in FAKE_ENV}
     os.environ.update(FAKE_ENV)
-    _state["undo"] = speed_up_moto()
+    _state["undo"] = speed_up_moto() + serialize_deletes()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -109,6 +109,50 @@ def speed_up_moto() -> list[Any]:
     setattr(models, "unix_time", unix_time)  # noqa: B010 - the names moto's SQS module reads
     setattr(models, "unix_time_millis", lambda dt=None: unix_time(dt) * 1000.0)  # noqa: B010
     setattr(cls, RETENTION, retention_ok)
+    return [undo]
+
+
+def deleted_handles(queue_name: str) -> set[str]:
+    """Every receipt handle moto accepted a delete for, on queues named ``queue_name``.
+
+    What the server really did, for tests that must tell a delete that landed
+    before its caller was killed from a message that vanished.
+    """
+    from moto.sqs.models import sqs_backends
+
+    out: set[str] = set()
+    for account in sqs_backends.values():
+        for backend in account.values():
+            queue = backend.queues.get(queue_name)
+            if queue is not None:
+                out |= set(queue.deleted_messages)
+    return out
+
+
+def serialize_deletes() -> list[Any]:
+    """Run moto's ``Queue.delete_message`` under the queue's own message lock.
+
+    moto 5 rebuilds a queue's message list on every delete without the lock
+    its sends and receives hold, so two concurrent DeleteMessageBatch calls
+    (or a delete racing a send) can put a deleted message back or drop a sent
+    one: found by the chaos suite as jobs completed twice on SQS. Real SQS
+    does not do this. Returns the undo function.
+    """
+    import moto.sqs.models as models
+
+    queue = models.Queue
+    if not hasattr(queue, "delete_message"):
+        return []
+    unlocked = queue.delete_message
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        with self._messages_lock:
+            unlocked(self, receipt_handle)
+
+    def undo() -> None:
+        queue.delete_message = unlocked
+
+    queue.delete_message = delete_message
     return [undo]
 
 

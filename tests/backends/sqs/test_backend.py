@@ -329,3 +329,21 @@ def test_leases_cannot_outlive_the_12_hour_visibility_cap(make_sqs: Any) -> None
     assert sqs.fail(first, "boom", decide_failure(first.job, clock())) is Settle.OK
     assert sqs.counts("q")[JobState.DELAYED] == 1
     assert sqs.complete(second) is Settle.OK
+
+
+def test_a_lease_superseded_by_a_later_receive_is_stale(sqs: Any) -> None:
+    """A lapsed lease's job received again by the same process: the old fence is stale.
+
+    SQS accepts a delete with an old receipt handle (and may not delete), so
+    only the process can tell; without this both holders recorded a completion.
+    """
+    job = add(sqs, attempts=5)
+    first = sqs.lease("q", 1, 1_000)[0]
+    time.sleep(1.3)  # the 1 s visibility lapses
+    second = sqs.lease("q", 1, 10_000)[0]
+    assert (second.id, second.attempt) == (job.id, first.attempt + 1)
+    assert sqs.complete(first) is Settle.STALE
+    assert sqs.extend(first, 5_000) is Settle.STALE
+    assert sqs.fail(first, "late", decide_failure(first.job, now_ms())) is Settle.STALE
+    assert sqs.complete(second) is Settle.OK
+    assert sqs.lease("q", 1, 1_000) == []
