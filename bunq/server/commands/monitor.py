@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,13 +24,20 @@ MAX_QUEUES_IN_STATS = 1000
 
 @command("Auth")
 async def auth(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{token}``: constant-time compare against every configured token."""
-    token = msg.get("token")
-    given = token.encode() if isinstance(token, str) else b""
-    ok = False
-    for accepted in ctx.config.tokens:
-        ok |= hmac.compare_digest(given, accepted.encode())
-    if not ok:
+    """``{token}``: constant-time compare against every configured token.
+
+    A wrong token is answered after ``auth_fail_delay``; the connection (served
+    one request at a time until it authenticates) is closed after
+    ``max_auth_failures`` of them, so guessing costs time and connections.
+    """
+    if not ctx.config.tokens:
+        raise AuthError("Invalid token")  # nothing to authenticate against, nothing to guess
+    if not ctx.config.accepts(msg.get("token")):
+        s.auth_failures += 1
+        ctx.metrics.auth_failures.inc()
+        if s.auth_failures >= ctx.config.max_auth_failures:
+            s.close_after_reply = "too many failed Auth attempts"
+        await asyncio.sleep(ctx.config.auth_fail_delay)
         raise AuthError("Invalid token")
     s.authed = True
     return {}
