@@ -22,6 +22,7 @@ Wire rules honoured here (from bunqueue 2.9.5 and its clients):
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal, TypedDict
 
@@ -37,8 +38,8 @@ CAPABILITIES: Final = ("pipelining", "separate-job-name")
 _INT_LO: Final = -(2**31)
 _INT_HI: Final = 2**32 - 1
 _MAX_CONTAINER: Final = 1_000_000  # elements per decoded array / map
-SMALL_FRAME: Final = 64 << 10  # bodies up to this size decode in one call
-DECODE_SLICE: Final = 64 << 10  # a larger body decodes this many bytes per step
+DECODE_SLICE: Final = 16 << 10  # bodies up to this size decode in one call, larger ones
+# this many bytes per step (16 KiB of empty arrays: ~16k lists, a few ms)
 MAX_CONTAINERS: Final = 1_000_000  # arrays + maps one large frame may build
 
 
@@ -194,7 +195,7 @@ class FrameDecoder:
 
     ``push(data)`` buffers bytes (the buffer grows only as bytes arrive, never
     to a declared length); ``step()`` returns the next message, or
-    :data:`NEED_DATA`, or :data:`MORE`. A frame body up to ``SMALL_FRAME``
+    :data:`NEED_DATA`, or :data:`MORE`. A frame body up to ``DECODE_SLICE``
     bytes is decoded in one call; a larger one is decoded while it arrives,
     ``DECODE_SLICE`` bytes per step, and may build at most ``MAX_CONTAINERS``
     arrays and maps, so no step costs more than a slice whatever the frame
@@ -216,7 +217,7 @@ class FrameDecoder:
         self.max_frame = max_frame
         self._buf = bytearray()
         self._pos = 0
-        self._size: int | None = None  # body length of the frame being read
+        self._size: int | None = None  # body length of the large frame being decoded
         self._big: msgpack.Unpacker | None = None
         self._fed = 0
         self._count = _Counted(MAX_CONTAINERS)
@@ -263,27 +264,27 @@ class FrameDecoder:
             raise
 
     def _step(self) -> Any:
-        buf = self._buf
-        if self._size is None:
-            if len(buf) - self._pos < HEADER:
-                return self._need()
-            size = int.from_bytes(buf[self._pos : self._pos + HEADER], "big")
-            if size > self.max_frame:
-                raise ProtocolError(
-                    f"frame of {size} bytes exceeds the limit of {self.max_frame}",
-                    size=size,
-                    limit=self.max_frame,
-                )
+        if self._size is not None:  # a large frame is being decoded
+            return self._step_big(self._size)
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < HEADER:
+            return self._need()
+        size = int.from_bytes(buf[pos : pos + HEADER], "big")
+        if size > self.max_frame:
+            raise ProtocolError(
+                f"frame of {size} bytes exceeds the limit of {self.max_frame}",
+                size=size,
+                limit=self.max_frame,
+            )
+        if size > DECODE_SLICE:
             self._pos += HEADER
             self._size = size
-        size = self._size
-        if size > SMALL_FRAME:
             return self._step_big(size)
-        if len(buf) - self._pos < size:
+        end = pos + HEADER + size
+        if len(buf) < end:
             return self._need()
-        body = bytes(buf[self._pos : self._pos + size])
-        self._pos += size
-        self._size = None
+        body = bytes(buf[pos + HEADER : end])
+        self._pos = end
         return decode_body(body)
 
     def _step_big(self, size: int) -> Any:
@@ -310,10 +311,16 @@ class FrameDecoder:
         if take == 0:
             return self._need()
         try:
-            unpacker.feed(bytes(self._buf[self._pos : self._pos + take]))
+            unpacker.feed(self._buf[self._pos : self._pos + take])
             self._pos += take
             self._fed += take
-            msg = unpacker.unpack()
+            gc_was = gc.isenabled()
+            gc.disable()  # a partial message is all new objects: collecting them is waste
+            try:
+                msg = unpacker.unpack()
+            finally:
+                if gc_was:
+                    gc.enable()
         except msgpack.OutOfData:
             if self._fed == size:
                 raise ProtocolError("undecodable frame: truncated body") from None

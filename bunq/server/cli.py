@@ -9,14 +9,27 @@ import signal
 import sys
 
 from ..backends import connect
-from ..errors import BunqError
-from ..protocol import DEFAULT_MAX_FRAME
+from ..backends.urls import redact
+from ..errors import BunqError, ConfigError
 from ..settings import DEFAULT_BACKEND, Settings
 from . import logs
 from .app import Server
 from .context import ServerConfig
 
-DEFAULT_IDLE_TIMEOUT = 60.0
+LIMITS: tuple[tuple[str, str, type, str], ...] = (
+    ("--max-frame", "max_frame", int, "largest frame in bytes"),
+    ("--pre-auth-frame", "pre_auth_frame", int, "largest frame in bytes before Auth"),
+    ("--idle-timeout", "idle_timeout", float, "close connections idle this many seconds"),
+    ("--max-connections", "max_connections", int, "open TCP connections"),
+    ("--max-unauthenticated", "max_unauthenticated", int, "connections not yet authenticated"),
+    ("--auth-timeout", "auth_timeout", float, "seconds a connection has to authenticate"),
+    ("--max-auth-failures", "max_auth_failures", int, "wrong tokens before a connection closes"),
+    ("--auth-fail-delay", "auth_fail_delay", float, "seconds before a wrong token is answered"),
+    ("--max-inflight", "max_inflight", int, "requests served at once per connection"),
+    ("--max-unsent", "max_unsent", int, "bytes of unread replies before reading stops"),
+    ("--scrape-cache", "scrape_cache", float, "seconds a /metrics or /stats answer is reused"),
+)
+"""The limits ``bunq serve`` takes as flags: (flag, Settings/ServerConfig field, type, help)."""
 
 
 def default_backend(settings: Settings) -> str:
@@ -61,17 +74,21 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
         metavar="TOKEN",
         help="accepted Auth token, repeatable (BUNQ_AUTH_TOKENS, comma separated)",
     )
+    for flag, name, kind, meaning in LIMITS:
+        default = getattr(settings, name)
+        p.add_argument(
+            flag,
+            type=kind,
+            default=default,
+            metavar="N",
+            help=f"{meaning} (BUNQ_{name.upper()}, {default})",
+        )
     p.add_argument(
-        "--max-frame",
-        type=int,
-        default=getattr(settings, "max_frame", DEFAULT_MAX_FRAME),
-        help=f"largest frame in bytes (BUNQ_MAX_FRAME, {DEFAULT_MAX_FRAME})",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=getattr(settings, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
-        help="close connections idle this many seconds (BUNQ_IDLE_TIMEOUT, 60)",
+        "--http-auth",
+        choices=("on", "off"),
+        default="on" if settings.http_auth else "off",
+        help="with tokens, /metrics and /stats need 'Authorization: Bearer <token>' "
+        "(BUNQ_HTTP_AUTH, on)",
     )
     p.add_argument(
         "--threads",
@@ -85,13 +102,17 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
 
 def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
     tokens = tuple(args.token) if args.token else settings.auth_tokens
+    limits = {name: getattr(args, name) for _, name, _, _ in LIMITS}
+    for name, value in limits.items():
+        if value < 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
     return ServerConfig(
+        **limits,
         host=args.host,
         port=args.port,
         http_port=None if args.http_port is not None and args.http_port < 0 else args.http_port,
         tokens=tokens,
-        max_frame=args.max_frame,
-        idle_timeout=args.idle_timeout,
+        http_auth=args.http_auth == "on",
         threads=args.threads or (4 if str(args.backend).startswith("postgres") else 1),
     )
 
@@ -99,13 +120,29 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
 async def _serve(server: Server, url: str) -> None:
     await server.start()
     http = f", http {server.config.host}:{server.http_port}" if server.http_port else ""
-    print(f"bunq serve: tcp {server.config.host}:{server.port}{http}, backend {url}", flush=True)
+    shown = redact(url)
+    print(f"bunq serve: tcp {server.config.host}:{server.port}{http}, backend {shown}", flush=True)
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, done.set)
     await done.wait()
     await server.stop()
+
+
+def _raise_fd_limit(wanted: int) -> None:
+    """Let the process hold ``max_connections`` sockets (the soft limit is often 1024)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,11 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     logs.setup(args.log_level)
     args.backend = args.backend or default_backend(settings)
     try:
+        config = config_from(args, settings)
         backend = connect(args.backend)
     except BunqError as exc:
-        print(f"bunq serve: cannot open {args.backend}: {exc}", file=sys.stderr)
+        print(f"bunq serve: cannot open {redact(args.backend)}: {exc}", file=sys.stderr)
         return 2
-    server = Server(backend, config_from(args, settings))
+    _raise_fd_limit(config.max_connections + 256)
+    server = Server(backend, config)
     try:
         asyncio.run(_serve(server, args.backend))
     except OSError as exc:  # the port is taken

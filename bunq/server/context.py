@@ -16,6 +16,7 @@ from ..protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME, parse_token
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
 from .metrics import Metrics
+from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
 
@@ -113,6 +114,7 @@ class ServerContext:
         self.waiters = Waiters(config.poll_recheck)
         self.job_waiters = JobWaiters()  # WaitJob
         self.metrics = Metrics()
+        self.scrapes = ScrapeCache(config.scrape_cache)
         self.events = EventHub(self.metrics)
         self._add_since = 0  # backend time an add batch began (tells duplicates apart)
         self.started = time.time()

@@ -122,16 +122,21 @@ async def metrics(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dic
     }
 
 
-async def refresh_queue_gauges(ctx: ServerContext) -> None:
-    """Read per-queue counts into the metrics snapshot (before a scrape)."""
-    ctx.metrics.queues.snapshot = await ctx.run(per_queue, ctx.backend)
-    ctx.metrics.leases.set(len(ctx.leases))
+async def metrics_text(ctx: ServerContext) -> bytes:
+    """The Prometheus text: per-queue counts read and rendered at most once per
+    ``scrape_cache`` seconds, the rendering on a thread, off the event loop."""
+
+    async def render() -> bytes:
+        ctx.metrics.queues.snapshot = await ctx.run(per_queue, ctx.backend)
+        ctx.metrics.leases.set(len(ctx.leases))
+        return await asyncio.get_running_loop().run_in_executor(None, ctx.metrics.text)
+
+    return await ctx.scrapes.get("metrics", render)
 
 
 @command("Prometheus")
 async def prometheus(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    await refresh_queue_gauges(ctx)
-    return {"data": {"metrics": ctx.metrics.text().decode()}}
+    return {"data": {"metrics": (await metrics_text(ctx)).decode()}}
 
 
 def _remember(ctx: ServerContext, s: Session, worker_id: str, info: dict[str, Any]) -> None:
