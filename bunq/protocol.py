@@ -38,9 +38,10 @@ CAPABILITIES: Final = ("pipelining", "separate-job-name")
 _INT_LO: Final = -(2**31)
 _INT_HI: Final = 2**32 - 1
 _MAX_CONTAINER: Final = 1_000_000  # elements per decoded array / map
-DECODE_SLICE: Final = 16 << 10  # bodies up to this size decode in one call, larger ones
-# this many bytes per step (16 KiB of empty arrays: ~16k lists, a few ms)
-MAX_CONTAINERS: Final = 1_000_000  # arrays + maps one large frame may build
+DECODE_SLICE: Final = 8 << 10  # bodies up to this size decode in one call, larger ones
+# this many bytes per step (8 KiB of empty arrays: 8k lists, ~1-2 ms)
+MAX_CONTAINERS: Final = 200_000  # arrays + maps one large frame may build (20 per job
+# of a 10,000-job PUSHB); bounds its objects and the garbage collector's passes over them
 
 
 # --------------------------------------------------------------------------- payload types
@@ -367,6 +368,34 @@ class Prepared(dict[str, Any]):
     """
 
 
+class Packed(bytes):
+    """A reply value already msgpack-encoded (following the int64 rule): :func:`encode`
+    splices it in unchanged. Big replies are packed off the event loop this way."""
+
+
+def pack_value(value: Any) -> Packed:
+    """Encode one reply value (already int64-safe) for :class:`Packed`."""
+    return Packed(msgpack.packb(value, use_bin_type=True, default=_default))
+
+
+def _splice(msg: Mapping[str, Any], exact_ints: bool) -> bytes:
+    """The msgpack map of ``msg`` with its :class:`Packed` values inserted as they are."""
+    n = len(msg)
+    head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big")
+    parts = [head]
+    for key, value in msg.items():
+        parts.append(msgpack.packb(key, use_bin_type=True))
+        if type(value) is Packed:
+            parts.append(value)
+        else:
+            parts.append(
+                msgpack.packb(
+                    value if exact_ints else js_safe(value), use_bin_type=True, default=_default
+                )
+            )
+    return b"".join(parts)
+
+
 def _big(value: int) -> float | str:
     try:
         return float(value)
@@ -394,11 +423,14 @@ def encode(msg: Mapping[str, Any], *, exact_ints: bool = False, strict: bool = F
     :raises ProtocolError: the message cannot be encoded at all.
     """
     try:
-        body: bytes = msgpack.packb(
-            msg if exact_ints else js_safe(msg),
-            use_bin_type=True,
-            default=None if strict else _default,
-        )
+        if any(type(v) is Packed for v in msg.values()):
+            body = _splice(msg, exact_ints)
+        else:
+            body = msgpack.packb(
+                msg if exact_ints else js_safe(msg),
+                use_bin_type=True,
+                default=None if strict else _default,
+            )
     except (TypeError, ValueError, OverflowError) as exc:
         if strict:
             raise ValidationError(f"request is not serialisable: {exc}", field="data") from None

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bunq.server")
 
 UNSENT_DROP = 16  # unsent replies past this many times max_unsent drop the connection
+DISPATCH_PER_TURN = 16  # requests one connection may start per event-loop turn
 OPEN_BEFORE_AUTH = frozenset({"Auth", "Hello"})
 _ECHO = (str, int, float, bool, type(None))
 
@@ -65,6 +66,8 @@ class Connection(asyncio.Protocol):
         self.tasks: set[asyncio.Task[None]] = set()
         self._out: list[bytes] = []
         self._event_bytes = 0  # event frames queued since the last flush
+        self._out_bytes = 0  # bytes in _out
+        self._over_budget = False  # dispatching stopped on unsent bytes until the next flush
         self._flush_scheduled = False
         self._pump_scheduled = False
         self._decoding = False  # a large frame is part-decoded with more of it buffered
@@ -90,6 +93,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = self.session.closed = True
+        self.session.writable.set()  # handlers waiting for it see the connection gone
         if not self.server.release(self):
             return  # never admitted
         self.ctx.events.unsubscribe(self)
@@ -130,16 +134,13 @@ class Connection(asyncio.Protocol):
         self._pump()
 
     def _pump(self) -> None:
-        """Serve buffered frames while slots are free; at most one slice of a large frame
-        per event-loop turn; then read again only if everything could be taken."""
-        self._pump_scheduled = False
-        self._decoding = False
-        while not self.closed:
-            limit = self.config.max_inflight if self.session.authed else 1
-            if self.inflight >= limit or self._write_paused or self.server.stopping:
+        """Serve buffered frames while slots are free, at most ``DISPATCH_PER_TURN``
+        requests and one slice of a large frame per event-loop turn; then read
+        again only if everything buffered could be taken."""
+        self._pump_scheduled = self._decoding = False
+        for _ in range(DISPATCH_PER_TURN):
+            if not self._may_dispatch():
                 break
-            if self.session.authed and self.decoder.max_frame < self.config.max_frame:
-                self.decoder.max_frame = self.config.max_frame
             try:
                 msg = self.decoder.step()
             except ProtocolError as exc:
@@ -148,18 +149,36 @@ class Connection(asyncio.Protocol):
             if msg is NEED_DATA:
                 break
             if msg is MORE:
-                self._decoding = True
-                if not self._pump_scheduled:
-                    self._pump_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._pump)
+                self._again()
                 break
             self._dispatch(msg)
+        else:
+            self._again()  # others get a turn; this connection continues in the next one
         if self.decoder.pending_frame:
-            if self.partial_since is None:
-                self.partial_since = time.monotonic()
+            self.partial_since = self.partial_since or time.monotonic()
         else:
             self.partial_since = None
         self._flow()
+
+    def _may_dispatch(self) -> bool:
+        """Whether another request may start now (slots, unsent replies, shutdown)."""
+        if self.closed or self._write_paused or self.server.stopping:
+            return False
+        if self.inflight >= (self.config.max_inflight if self.session.authed else 1):
+            return False
+        if self._out_bytes + self.transport_buffered() >= self.config.max_unsent:
+            self._over_budget = True  # replies are piling up: serve more after a flush
+            return False
+        if self.session.authed and self.decoder.max_frame < self.config.max_frame:
+            self.decoder.max_frame = self.config.max_frame
+        return True
+
+    def _again(self) -> None:
+        """Continue pumping in the next event-loop turn (reading waits till then)."""
+        self._decoding = True
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            asyncio.get_running_loop().call_soon(self._pump)
 
     def _dispatch(self, msg: Any) -> None:
         if type(msg) is not dict:
@@ -218,6 +237,7 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             frame = encode(error_reply(_req_id(reply.get("reqId")), exc))
         self._out.append(frame)
+        self._out_bytes += len(frame)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -232,6 +252,7 @@ class Connection(asyncio.Protocol):
             return False
         self._event_bytes += len(frame)
         self._out.append(frame)
+        self._out_bytes += len(frame)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -239,7 +260,7 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        self._event_bytes = 0
+        self._event_bytes = self._out_bytes = 0
         if self.closed or self.transport is None or not self._out:
             self._out.clear()
             return
@@ -248,6 +269,9 @@ class Connection(asyncio.Protocol):
         self.transport.write(data)
         if self.transport.get_write_buffer_size() > UNSENT_DROP * self.config.max_unsent:
             self.close("client does not read its replies")
+        elif self._over_budget and not self._write_paused:
+            self._over_budget = False
+            self._refill()
 
     def _close_after_flush(self, reason: str) -> None:
         """Send what is queued, then close (a refused client hears why)."""
@@ -259,13 +283,18 @@ class Connection(asyncio.Protocol):
             self.closed = True
             self.transport.close()
 
+    def transport_buffered(self) -> int:
+        return 0 if self.transport is None else self.transport.get_write_buffer_size()
+
     def pause_writing(self) -> None:
         self._write_paused = True
+        self.session.writable.clear()
         self.write_blocked_since = time.monotonic()
         self._flow()
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self.session.writable.set()
         self.write_blocked_since = None
         self._refill()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import time
 from collections import Counter
@@ -12,12 +13,14 @@ from typing import Any
 from ..backends.base import Backend
 from ..errors import BunqError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
-from ..protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME, parse_token
+from ..protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME, Packed, pack_value, parse_token
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
 from .metrics import Metrics
 from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
+
+BIG_LIST = 100  # a longer listing is built and packed off the event loop (long_read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,21 @@ class Session:
     closed: bool = False
     subscriber: Subscriber | None = None  # the connection, for SubscribeEvents
     auth_failures: int = 0
+    long_reads: asyncio.Lock = field(default_factory=asyncio.Lock)  # one at a time
+    writable: asyncio.Event = field(default_factory=asyncio.Event)  # the client reads replies
+
+    def __post_init__(self) -> None:
+        self.writable.set()
+
+    async def may_send_more(self) -> bool:
+        """Wait while the client leaves its replies unread; False once it is gone.
+
+        Heavy handlers call this before building a big reply: a client that
+        does not read gets no more work done for it.
+        """
+        await self.writable.wait()
+        return not self.closed
+
     close_after_reply: str | None = None  # why the connection closes once this reply is out
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -228,9 +246,25 @@ class ServerContext:
         job = await self.run(self.backend.get_job, job_id)
         return job is None or job.state in (JobState.COMPLETED, JobState.FAILED)
 
+    # -- long reads --------------------------------------------------------------------
+    async def long_read(self, s: Session, fn: Callable[..., Any], *args: Any) -> Packed:
+        """``fn(*args)`` run and msgpack-packed off the event loop (a big listing).
+
+        A client gets one long read at a time, none while it leaves its replies
+        unread, and none once it is gone (an empty list then).
+        """
+        async with s.long_reads:
+            if not await s.may_send_more():
+                return pack_value([])
+            return await self.run.read(_packed, fn, *args)
+
     # -- misc --------------------------------------------------------------------------
     def close(self) -> None:
         self.run.close()
+
+
+def _packed(fn: Callable[..., Any], *args: Any) -> Packed:
+    return pack_value(fn(*args))
 
 
 def _get_jobs(backend: Backend, ids: list[str]) -> list[Job | None]:

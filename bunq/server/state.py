@@ -46,6 +46,7 @@ class Runner:
         self.inline = inline
         self._pool = None if inline else cf.ThreadPoolExecutor(threads, "bunq-backend")
         self._side: cf.ThreadPoolExecutor | None = None
+        self._reads: cf.ThreadPoolExecutor | None = None
 
     async def __call__(self, fn: Callable[..., R], *args: Any) -> R:
         if self._pool is None:
@@ -61,8 +62,17 @@ class Runner:
             self._side = cf.ThreadPoolExecutor(1, "bunq-durable")
         return await asyncio.get_running_loop().run_in_executor(self._side, fn, *args)
 
+    async def read(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run a long read (a big listing, packed for the wire) off the event loop,
+        so one client's heavy query does not hold up everyone else's requests."""
+        if self._pool is not None:
+            return await self(fn, *args)
+        if self._reads is None:
+            self._reads = cf.ThreadPoolExecutor(1, "bunq-reads")
+        return await asyncio.get_running_loop().run_in_executor(self._reads, fn, *args)
+
     def close(self) -> None:
-        for pool in (self._pool, self._side):
+        for pool in (self._pool, self._side, self._reads):
             if pool is not None:
                 pool.shutdown(wait=True)
 
