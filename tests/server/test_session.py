@@ -156,3 +156,14 @@ def test_remote_backend_recovers_after_the_server_drops_it(served: Any) -> None:
         remote.close()
     with pytest.raises(BackendUnavailable):
         remote.queues()
+
+
+def test_scrapes_are_served_from_a_cached_render(served: Any) -> None:
+    cfg = ServerConfig(port=0, http_port=0, tokens=("t",), http_auth=False, scrape_cache=60)
+    with BackgroundServer(served, cfg) as srv:
+        port = srv.server.http_port
+        first = [_get(port, "/metrics")[1] for _ in range(20)]
+        stats = [_get(port, "/stats")[0] for _ in range(20)]
+        assert stats == [200] * 20 and len(set(first)) == 1
+        assert srv.server.ctx.scrapes.renders == 2  # one /metrics, one /stats, in 60 s
+        assert _get(port, "/health")[0] == 200
