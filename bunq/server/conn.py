@@ -306,6 +306,7 @@ class Connection(asyncio.Protocol):
         limit = self.config.max_inflight if self.session.authed else 1
         stop = (
             self._write_paused
+            or self._over_budget
             or self._decoding
             or self.server.stopping
             or (self.inflight >= limit and self.decoder.buffered > 0)
