@@ -9,14 +9,18 @@ runs a legitimate client that times simple requests while the attack runs,
 and reports the legitimate client's latencies (ms) and the server's RSS
 (MiB) and CPU. Everything stops by itself and targets loopback only.
 
-| scenario | attack | the issue's bound |
-| --- | --- | --- |
-| ``pre_auth_frame`` | 4 clients each send a 4 MiB frame of empty msgpack arrays before Auth | another client's request delayed by at most 50 ms |
-| ``authed_big_frame`` | the same 4 MiB frame from an authenticated client | (decode cost bounded per event-loop turn) |
-| ``partial_frames`` | 1,000 unauthenticated connections each park a partial frame (100 of them 1 MiB of a 16 MiB one) | RSS growth at most 64 MiB |
-| ``non_readers`` | 8 authenticated clients pipeline ``GetJobs limit=1000`` and never read | other clients' p99 under 50 ms |
-| ``parked_polls`` | 5,000 long polls (``PULL timeout=30s``) parked on empty queues | server CPU, other clients' median |
-| ``scrapes`` | ``/metrics`` scraped as fast as 4 threads can | other clients' median |
+Scenarios (the issue's bound in brackets):
+
+- ``pre_auth_frame``: 4 clients each send a 4 MiB frame of empty msgpack
+  arrays before Auth [another client's request delayed by at most 50 ms];
+- ``authed_big_frame``: the same frame from an authenticated client;
+- ``partial_frames``: 1,000 unauthenticated connections each park a partial
+  frame, 100 of them 1 MiB of a 16 MiB one [RSS growth at most 64 MiB];
+- ``non_readers``: 8 authenticated clients pipeline ``GetJobs limit=1000``
+  and never read [other clients' p99 under 50 ms];
+- ``parked_polls``: 5,000 long polls (``PULL timeout=30s``) parked on empty
+  queues: server CPU, other clients' median;
+- ``scrapes``: ``/metrics`` scraped as fast as 4 threads can: other clients' median.
 
 tests/chaos/test_server_attacks.py runs the same scenarios (smaller where it
 can) and asserts the bounds with a margin.
