@@ -195,3 +195,20 @@ def test_a_client_that_does_not_read_gets_no_more_work_done(limited: BackgroundS
     assert time.perf_counter() - t1 < 1.0
     other.close()
     c.close()
+
+
+def test_every_limit_has_a_flag_a_setting_and_a_default() -> None:
+    from bunq.errors import ConfigError
+    from bunq.server.cli import LIMITS, config_from, parser
+    from bunq.settings import Settings
+
+    defaults = ServerConfig()
+    settings = Settings.from_env({})
+    cfg = config_from(parser(settings).parse_args([]), settings)
+    for flag, name, _, _ in LIMITS:
+        assert getattr(cfg, name) == getattr(defaults, name) == getattr(settings, name), flag
+    env = Settings.from_env({"BUNQ_MAX_CONNECTIONS": "7", "BUNQ_HTTP_AUTH": "off"})
+    cfg = config_from(parser(env).parse_args(["--auth-fail-delay", "0.5"]), env)
+    assert cfg.max_connections == 7 and cfg.auth_fail_delay == 0.5 and cfg.http_auth is False
+    with pytest.raises(ConfigError):
+        config_from(parser(settings).parse_args(["--max-unsent", "-1"]), settings)
