@@ -247,7 +247,7 @@ class FrameDecoder:
             if msg is not MORE:
                 yield msg
 
-    def push(self, data: bytes) -> None:
+    def push(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer ``data`` (raises the error that broke the stream, if one did)."""
         if self._broken is not None:
             raise self._broken

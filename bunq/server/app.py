@@ -26,6 +26,8 @@ from .http import start_http
 
 log = logging.getLogger("bunq.server")
 
+READ_CHUNK = 256 << 10  # bytes one socket read may bring (asyncio's own read size)
+
 
 class Server:
     """``bunq serve`` around ``backend`` (the server closes it on :meth:`stop`).
@@ -42,6 +44,8 @@ class Server:
         self.ctx = ServerContext(backend, self.config)
         self.commands = load()
         self.conns: set[Connection] = set()
+        # every socket read lands here first (event-loop thread only), then in its decoder
+        self.read_buffer = memoryview(bytearray(READ_CHUNK))
         # connections not yet authenticated, oldest first (a dict keeps insertion order)
         self.unauthed: dict[Connection, None] = {}
         self.close_backend = close_backend

@@ -10,7 +10,10 @@ Nothing one client sends can stall the server or grow its memory without bound:
   do not reset the idle timer.
 - Frames are decoded a bounded slice per event-loop turn
   (:class:`~bunq.protocol.FrameDecoder`), capped at ``max_frame``; the
-  read buffer grows only as bytes arrive.
+  read buffer grows only as bytes arrive. Sockets are read into one buffer
+  the server shares (a ``BufferedProtocol``), at most ``pre_auth_frame``
+  bytes at a time before Auth, so an unauthenticated client never makes the
+  server hold more than a frame or two of its bytes.
 - At most ``max_inflight`` requests are served at once; further frames stay
   undecoded in the buffer, and reading stops.
 - When the client does not read its replies (``max_unsent`` bytes queued),
@@ -32,7 +35,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AuthError, BunqError, ProtocolError, ValidationError
-from ..protocol import MORE, NEED_DATA, FrameDecoder, Prepared, encode, error_reply, js_safe
+from ..protocol import (
+    HEADER,
+    MORE,
+    NEED_DATA,
+    FrameDecoder,
+    Prepared,
+    encode,
+    error_reply,
+    js_safe,
+)
 from .context import Handler, Session
 
 if TYPE_CHECKING:
@@ -51,7 +63,7 @@ def _req_id(value: object) -> Any:
     return value if isinstance(value, _ECHO) else None
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """Serve one client; replies go out in request-completion order, tagged by reqId."""
 
     def __init__(self, server: Server) -> None:
@@ -125,9 +137,16 @@ class Connection(asyncio.Protocol):
         return None
 
     # -- reading -----------------------------------------------------------------------
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the next socket read goes: the server's one read buffer, of which an
+        unauthenticated connection may fill at most one pre-auth frame's worth."""
+        if self.session.authed:
+            return self.server.read_buffer
+        return self.server.read_buffer[: self.config.pre_auth_frame + HEADER]
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            self.decoder.push(data)
+            self.decoder.push(self.server.read_buffer[:nbytes])
         except ProtocolError as exc:
             self.close(str(exc))
             return

@@ -256,3 +256,29 @@ def test_guessing_tokens_closes_the_connection() -> None:
         s.close()
         _served(srv)
     assert elapsed >= 0.8  # 5 guesses, each answered after 0.2 s; then closed
+
+
+def test_unauthenticated_floods_of_small_frames_hold_little_memory() -> None:
+    """1,000 unauthenticated connections each send 256 KiB of small pipelined frames:
+    the server reads at most a pre-auth frame's worth of each at a time."""
+    ping = encode({"cmd": "Ping", "reqId": 1})
+    blob = ping * ((256 << 10) // len(ping))
+    with attacks.serve() as srv:
+        time.sleep(0.5)
+        before = srv.rss_mb()
+        socks = []
+        for _ in range(1000):
+            s = socket.create_connection(("127.0.0.1", srv.port), 5)
+            s.setblocking(False)
+            try:
+                s.send(blob)  # as much as the kernel takes; the rest is dropped
+            except BlockingIOError:
+                pass
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            socks.append(s)
+        time.sleep(1.0)
+        growth = srv.rss_mb() - before
+        _served(srv)
+        for s in socks:
+            s.close()
+    assert growth <= 64, growth
