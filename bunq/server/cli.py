@@ -10,7 +10,7 @@ import sys
 
 from ..backends import connect
 from ..backends.urls import redact
-from ..errors import BunqError, ConfigError
+from ..errors import BunqError
 from ..settings import DEFAULT_BACKEND, Settings
 from . import logs
 from .app import Server
@@ -103,9 +103,6 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
 def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
     tokens = tuple(args.token) if args.token else settings.auth_tokens
     limits = {name: getattr(args, name) for _, name, _, _ in LIMITS}
-    for name, value in limits.items():
-        if value < 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
     return ServerConfig(
         **limits,
         host=args.host,
@@ -153,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     args.backend = args.backend or default_backend(settings)
     try:
         config = config_from(args, settings)
+    except BunqError as exc:
+        print(f"bunq serve: {exc}", file=sys.stderr)
+        return 2
+    try:
         backend = connect(args.backend)
     except BunqError as exc:
         print(f"bunq serve: cannot open {redact(args.backend)}: {exc}", file=sys.stderr)

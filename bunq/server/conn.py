@@ -185,7 +185,7 @@ class Connection(asyncio.BufferedProtocol):
             return False
         if self.inflight >= (self.config.max_inflight if self.session.authed else 1):
             return False
-        if self._out_bytes + self.transport_buffered() >= self.config.max_unsent:
+        if self._out_bytes + self.transport_buffered() > self.config.max_unsent:
             self._over_budget = True  # replies are piling up: serve more after a flush
             return False
         if self.session.authed and self.decoder.max_frame < self.config.max_frame:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends.base import Backend
-from ..errors import BunqError, JobNotFound, LeaseLost
+from ..errors import BunqError, ConfigError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
 from ..protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME, Packed, pack_value, parse_token
 from .events import EventHub, Subscriber
@@ -82,6 +82,14 @@ class ServerConfig:
     http_auth: bool = True
     scrape_cache: float = 1.0
 
+    def __post_init__(self) -> None:
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in _NOT_NEGATIVE:
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+
     def accepts(self, token: object) -> bool:
         """Whether ``token`` is one of ``tokens`` (constant-time against every one)."""
         given = token.encode("utf-8", "replace") if isinstance(token, str) else b""
@@ -89,6 +97,11 @@ class ServerConfig:
         for accepted in self.tokens:
             ok |= hmac.compare_digest(given, accepted.encode())
         return ok and bool(given)
+
+
+_AT_LEAST_ONE = ("max_frame", "pre_auth_frame", "max_connections", "max_unauthenticated",
+                 "max_auth_failures", "max_inflight", "max_unsent")  # fmt: skip
+_NOT_NEGATIVE = ("idle_timeout", "auth_timeout", "auth_fail_delay", "scrape_cache")
 
 
 @dataclass(slots=True)
