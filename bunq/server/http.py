@@ -42,9 +42,10 @@ _REASONS = {
 
 
 def _response(status: int, body: bytes, ctype: str) -> bytes:
+    challenge = "WWW-Authenticate: Bearer\r\n" if status == 401 else ""
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"{challenge}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
 
