@@ -22,6 +22,7 @@ Wire rules honoured here (from bunqueue 2.9.5 and its clients):
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal, TypedDict
 
@@ -32,10 +33,15 @@ from .errors import BunqError, ProtocolError, ValidationError
 PROTOCOL_VERSION: Final = 3
 HEADER: Final = 4
 DEFAULT_MAX_FRAME: Final = 16 << 20  # bunqueue allows 64 MiB; bunq bounds memory tighter
+PRE_AUTH_FRAME: Final = 4 << 10  # before Auth: Hello and Auth only, which are small
 CAPABILITIES: Final = ("pipelining", "separate-job-name")
 _INT_LO: Final = -(2**31)
 _INT_HI: Final = 2**32 - 1
 _MAX_CONTAINER: Final = 1_000_000  # elements per decoded array / map
+DECODE_SLICE: Final = 8 << 10  # bodies up to this size decode in one call, larger ones
+# this many bytes per step (8 KiB of empty arrays: 8k lists, ~1-2 ms)
+MAX_CONTAINERS: Final = 200_000  # arrays + maps one large frame may build (20 per job
+# of a 10,000-job PUSHB); bounds its objects and the garbage collector's passes over them
 
 
 # --------------------------------------------------------------------------- payload types
@@ -131,7 +137,11 @@ def _ext_hook(code: int, data: bytes) -> None:
 
 
 def decode_body(body: bytes) -> Any:
-    """Decode one frame body; raise ProtocolError when it is not one msgpack value."""
+    """Decode one frame body; raise ProtocolError when it is not one msgpack value.
+
+    msgpack sizes its string/bin/array/map limits to ``len(body)``, so a
+    declared length can never make it allocate more than the frame holds.
+    """
     try:
         return msgpack.unpackb(
             body,
@@ -146,68 +156,193 @@ def decode_body(body: bytes) -> Any:
         raise ProtocolError(f"undecodable frame: {type(exc).__name__}: {exc}") from None
 
 
-class FrameDecoder:
-    """Split a byte stream into frames and decode each one.
+class _Step:
+    """A marker :meth:`FrameDecoder.step` returns instead of a message."""
 
-    ``feed(data)`` buffers ``data`` and returns an iterator over the messages
-    completed so far, in order; it raises :class:`ProtocolError` when it
-    reaches a frame that breaks the protocol (a length over ``max_frame``, or a
-    body that is not msgpack). Messages before the bad frame are yielded first,
-    so a caller can answer them before dropping the connection.
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA: Final = _Step("NEED_DATA")
+"""No complete message: feed more bytes."""
+MORE: Final = _Step("MORE")
+"""A large frame is part-decoded and more of it is buffered: step again (after
+letting others run)."""
+
+
+class _Counted:
+    """Hooks that count the arrays and maps a large frame builds (a bound on its memory)."""
+
+    __slots__ = ("n", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.n = 0
+        self.limit = limit
+
+    def __call__(self, obj: Any) -> Any:
+        self.n += 1
+        if self.n > self.limit:
+            raise ValueError(f"more than {self.limit} arrays and maps in one frame")
+        return obj
+
+
+class FrameDecoder:
+    """Split a byte stream into frames and decode each one, at a bounded cost per step.
+
+    ``push(data)`` buffers bytes (the buffer grows only as bytes arrive, never
+    to a declared length); ``step()`` returns the next message, or
+    :data:`NEED_DATA`, or :data:`MORE`. A frame body up to ``DECODE_SLICE``
+    bytes is decoded in one call; a larger one is decoded while it arrives,
+    ``DECODE_SLICE`` bytes per step, and may build at most ``MAX_CONTAINERS``
+    arrays and maps, so no step costs more than a slice whatever the frame
+    holds (16 MiB of empty arrays would otherwise build 16 million lists in
+    one call). ``feed(data)`` does both and yields every completed message:
+    the simple form for clients and tests.
+
+    ``max_frame`` may be changed between frames (``bunq serve`` raises it once
+    a connection has authenticated). :class:`ProtocolError` is raised for a
+    frame that breaks the protocol (a length over ``max_frame``, a body that
+    is not one msgpack value); the decoder stays broken after it.
 
     :param max_frame: largest accepted body in bytes.
     """
 
-    __slots__ = ("max_frame", "_buf", "_pos", "_broken")
+    __slots__ = ("max_frame", "_buf", "_pos", "_size", "_big", "_fed", "_count", "_broken")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buf = bytearray()
         self._pos = 0
+        self._size: int | None = None  # body length of the large frame being decoded
+        self._big: msgpack.Unpacker | None = None
+        self._fed = 0
+        self._count = _Counted(MAX_CONTAINERS)
         self._broken: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
-        """Bytes held for frames not yet complete."""
+        """Bytes received and not yet decoded."""
         return len(self._buf) - self._pos
 
     @property
     def pending_frame(self) -> bool:
         """Whether a frame has started but not finished (for slow-client deadlines)."""
-        return self.buffered > 0
+        return self._size is not None or self.buffered > 0
 
     def feed(self, data: bytes) -> Iterator[Any]:
         """Buffer ``data``; return an iterator of the messages it completes."""
+        self.push(data)
+        return self._all()
+
+    def _all(self) -> Iterator[Any]:
+        while True:
+            msg = self.step()
+            if msg is NEED_DATA:
+                return
+            if msg is not MORE:
+                yield msg
+
+    def push(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer ``data`` (raises the error that broke the stream, if one did)."""
         if self._broken is not None:
             raise self._broken
         self._buf += data
-        return self._drain()
 
-    def _drain(self) -> Iterator[Any]:
-        buf = self._buf
-        while len(buf) - self._pos >= HEADER:
-            size = int.from_bytes(buf[self._pos : self._pos + HEADER], "big")
-            if size > self.max_frame:
-                self._broken = ProtocolError(
-                    f"frame of {size} bytes exceeds the limit of {self.max_frame}",
-                    size=size,
-                    limit=self.max_frame,
-                )
-                raise self._broken
-            end = self._pos + HEADER + size
-            if len(buf) < end:
-                break
-            body = bytes(buf[self._pos + HEADER : end])
-            self._pos = end
+    def step(self) -> Any:
+        """Return the next message, :data:`NEED_DATA` or :data:`MORE`."""
+        if self._broken is not None:
+            raise self._broken
+        try:
+            return self._step()
+        except ProtocolError as exc:
+            self._broken = exc
+            self._big = None
+            raise
+
+    def _step(self) -> Any:
+        if self._size is not None:  # a large frame is being decoded
+            return self._step_big(self._size)
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < HEADER:
+            return self._need()
+        size = int.from_bytes(buf[pos : pos + HEADER], "big")
+        if size > self.max_frame:
+            raise ProtocolError(
+                f"frame of {size} bytes exceeds the limit of {self.max_frame}",
+                size=size,
+                limit=self.max_frame,
+            )
+        if size > DECODE_SLICE:
+            self._pos += HEADER
+            self._size = size
+            return self._step_big(size)
+        end = pos + HEADER + size
+        if len(buf) < end:
+            return self._need()
+        body = bytes(buf[pos + HEADER : end])
+        self._pos = end
+        return decode_body(body)
+
+    def _step_big(self, size: int) -> Any:
+        unpacker = self._big
+        if unpacker is None:
+            self._count.n = 0
+            unpacker = self._big = msgpack.Unpacker(
+                raw=False,
+                ext_hook=_ext_hook,
+                timestamp=1,
+                strict_map_key=True,
+                max_buffer_size=size,
+                max_str_len=size,
+                max_bin_len=size,
+                max_ext_len=size,
+                max_array_len=min(size, _MAX_CONTAINER),
+                max_map_len=min(size, _MAX_CONTAINER),
+                list_hook=self._count,
+                object_hook=self._count,
+            )
+            self._fed = 0
+        avail = len(self._buf) - self._pos
+        take = min(DECODE_SLICE, size - self._fed, avail)
+        if take == 0:
+            return self._need()
+        try:
+            unpacker.feed(self._buf[self._pos : self._pos + take])
+            self._pos += take
+            self._fed += take
+            gc_was = gc.isenabled()
+            gc.disable()  # a partial message is all new objects: collecting them is waste
             try:
-                msg = decode_body(body)
-            except ProtocolError as exc:
-                self._broken = exc
-                raise
-            yield msg
+                msg = unpacker.unpack()
+            finally:
+                if gc_was:
+                    gc.enable()
+        except msgpack.OutOfData:
+            if self._fed == size:
+                raise ProtocolError("undecodable frame: truncated body") from None
+            return MORE if avail > take else self._need()
+        except Exception as exc:  # noqa: BLE001 - msgpack raises many types for bad input
+            raise ProtocolError(f"undecodable frame: {type(exc).__name__}: {exc}") from None
+        if unpacker.tell() != size:
+            raise ProtocolError("undecodable frame: ExtraData: bytes after the message")
+        self._big = None
+        self._size = None
+        return msg
+
+    def _need(self) -> _Step:
+        """Drop consumed bytes (and a grown buffer once it is empty); ask for more."""
         if self._pos:
-            del buf[: self._pos]
+            if self._pos >= len(self._buf):
+                self._buf = bytearray()
+            else:
+                del self._buf[: self._pos]
             self._pos = 0
+        return NEED_DATA
 
 
 def js_safe(value: Any) -> Any:
@@ -231,6 +366,34 @@ class Prepared(dict[str, Any]):
 
     Hot replies (pulled jobs) are built this way so the encoder need not walk them.
     """
+
+
+class Packed(bytes):
+    """A reply value already msgpack-encoded (following the int64 rule): :func:`encode`
+    splices it in unchanged. Big replies are packed off the event loop this way."""
+
+
+def pack_value(value: Any) -> Packed:
+    """Encode one reply value (already int64-safe) for :class:`Packed`."""
+    return Packed(msgpack.packb(value, use_bin_type=True, default=_default))
+
+
+def _splice(msg: Mapping[str, Any], exact_ints: bool) -> bytes:
+    """The msgpack map of ``msg`` with its :class:`Packed` values inserted as they are."""
+    n = len(msg)
+    head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big")
+    parts = [head]
+    for key, value in msg.items():
+        parts.append(msgpack.packb(key, use_bin_type=True))
+        if type(value) is Packed:
+            parts.append(value)
+        else:
+            parts.append(
+                msgpack.packb(
+                    value if exact_ints else js_safe(value), use_bin_type=True, default=_default
+                )
+            )
+    return b"".join(parts)
 
 
 def _big(value: int) -> float | str:
@@ -260,11 +423,14 @@ def encode(msg: Mapping[str, Any], *, exact_ints: bool = False, strict: bool = F
     :raises ProtocolError: the message cannot be encoded at all.
     """
     try:
-        body: bytes = msgpack.packb(
-            msg if exact_ints else js_safe(msg),
-            use_bin_type=True,
-            default=None if strict else _default,
-        )
+        if any(type(v) is Packed for v in msg.values()):
+            body = _splice(msg, exact_ints)
+        else:
+            body = msgpack.packb(
+                msg if exact_ints else js_safe(msg),
+                use_bin_type=True,
+                default=None if strict else _default,
+            )
     except (TypeError, ValueError, OverflowError) as exc:
         if strict:
             raise ValidationError(f"request is not serialisable: {exc}", field="data") from None

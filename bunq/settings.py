@@ -18,6 +18,8 @@ from .errors import ConfigError
 DEFAULT_BACKEND = "sqlite:///bunq.db"  # the library's default (``bunq.connect()``)
 LOG_FORMATS = ("auto", "json", "text")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True,
+          "0": False, "false": False, "no": False, "off": False}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,16 @@ class Settings:
     | BUNQ_LOG_FORMAT | log_format | ``auto`` (text on a terminal, JSON elsewhere), json, text |
     | BUNQ_MAX_FRAME | max_frame | 16 MiB (bytes of one protocol frame) |
     | BUNQ_IDLE_TIMEOUT | idle_timeout | 60 (s before an idle client is closed) |
+    | BUNQ_PRE_AUTH_FRAME | pre_auth_frame | 4096 (bytes of a frame before Auth) |
+    | BUNQ_MAX_CONNECTIONS | max_connections | 10000 (open TCP connections) |
+    | BUNQ_MAX_UNAUTHENTICATED | max_unauthenticated | 1024 (connections not yet authed) |
+    | BUNQ_AUTH_TIMEOUT | auth_timeout | 10 (s a connection has to authenticate) |
+    | BUNQ_MAX_AUTH_FAILURES | max_auth_failures | 5 (wrong tokens before a close) |
+    | BUNQ_AUTH_FAIL_DELAY | auth_fail_delay | 0.2 (s before a wrong token is answered) |
+    | BUNQ_MAX_INFLIGHT | max_inflight | 100 (requests served at once per connection) |
+    | BUNQ_MAX_UNSENT | max_unsent | 4 MiB (unread replies before reading stops) |
+    | BUNQ_HTTP_AUTH | http_auth | true (tokens guard /metrics and /stats) |
+    | BUNQ_SCRAPE_CACHE | scrape_cache | 1.0 (s a /metrics or /stats answer is reused) |
     """
 
     backend: str | None = None
@@ -60,6 +72,16 @@ class Settings:
     log_format: str = "auto"
     max_frame: int = 16 << 20
     idle_timeout: int = 60
+    pre_auth_frame: int = 4 << 10
+    max_connections: int = 10_000
+    max_unauthenticated: int = 1_024
+    auth_timeout: float = 10.0
+    max_auth_failures: int = 5
+    auth_fail_delay: float = 0.2
+    max_inflight: int = 100
+    max_unsent: int = 4 << 20
+    http_auth: bool = True
+    scrape_cache: float = 1.0
 
     def library_backend(self) -> str:
         """What ``bunq.connect()`` opens: ``BUNQ_BACKEND``, else ``sqlite:///bunq.db``."""
@@ -102,6 +124,19 @@ def _coerce(name: str, raw: str, typ: object) -> Any:
         if value < least:
             raise ConfigError(f"BUNQ_{name.upper()} must be >= {least}, got {value}")
         return value
+    if typ in ("float", float):
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ConfigError(f"BUNQ_{name.upper()} must be a number, got {raw!r}") from None
+        if not number >= 0 or number == float("inf"):
+            raise ConfigError(f"BUNQ_{name.upper()} must be a finite number >= 0, got {raw!r}")
+        return number
+    if typ in ("bool", bool):
+        flag = raw.strip().lower()
+        if flag not in _BOOLS:
+            raise ConfigError(f"BUNQ_{name.upper()} must be one of {sorted(_BOOLS)}, got {raw!r}")
+        return _BOOLS[flag]
     if "tuple" in str(typ):
         return tuple(t.strip() for t in raw.split(",") if t.strip())
     return raw

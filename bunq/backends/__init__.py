@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingDependency
 from .base import Backend, Capability, DlqConfig, QueueLimits, SweepResult
+from .urls import redact
 
 __all__ = ["Backend", "Capability", "DlqConfig", "QueueLimits", "SweepResult", "connect",
            "register_scheme"]  # fmt: skip
@@ -71,7 +72,7 @@ def connect(url: str | None = None, **kw: Any) -> Backend:
 
         url = Settings.from_env().library_backend()
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"backend URL {url!r} must look like scheme://...")
+        raise ConfigError(f"backend URL {redact(url)!r} must look like scheme://...")
     scheme = url.split("://", 1)[0].lower()
     opener = _SCHEMES.get(scheme)
     if opener is None:

@@ -29,6 +29,7 @@ from ..engine import Engine, EngineConfig
 from ..errors import ConfigError
 from ..job import now_ms
 from .base import ALL_CAPABILITIES, Capability, Clock
+from .urls import redact
 
 _INT_OPTIONS = ("shards", "max_payload", "max_stalls", "flush_ms", "flush_changes")
 
@@ -66,7 +67,9 @@ class EmbeddedBackend(Engine):
         """
         parsed = urlparse(url)
         if parsed.scheme != "memory" or parsed.netloc or parsed.path not in ("", "/"):
-            raise ConfigError(f"memory URL {url!r} must look like memory://?data=/path/file.db")
+            raise ConfigError(
+                f"memory URL {redact(url)!r} must look like memory://?data=/path/file.db"
+            )
         opts = {k: v[-1] for k, v in parse_qs(parsed.query, keep_blank_values=True).items()}
         unknown = set(opts) - {"data", *_INT_OPTIONS}
         if unknown:

@@ -31,6 +31,7 @@ from ..protocol import error_from_reply
 from ..server.link import Link
 from ..server.shapes import dlq_from_bq, job_from_bq, options_to_wire
 from .base import Capability, Clock, DlqConfig, QueueLimits, SweepResult
+from .urls import redact
 
 MAX_ADD_FRAME = 5_000  # jobs per coalesced BqAdd
 
@@ -134,14 +135,17 @@ class RemoteBackend:
         """``bunq://host:port?token=...&timeout=30``."""
         u = urlparse(url)
         if u.scheme != "bunq" or not u.hostname:
-            raise ConfigError(f"expected bunq://host:port, got {url!r}")
+            raise ConfigError(f"expected bunq://host:port, got {redact(url)!r}")
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         unknown = set(q) - {"token", "timeout"}
         if unknown:
             raise ConfigError(f"unknown bunq:// URL options {sorted(unknown)}")
         token = q.get("token") or (unquote(u.password) if u.password else None)
         if "timeout" in q:
-            kw.setdefault("timeout", float(q["timeout"]))
+            try:
+                kw.setdefault("timeout", float(q["timeout"]))
+            except ValueError:
+                raise ConfigError(f"bunq:// timeout must be a number: {redact(url)!r}") from None
         return cls(u.hostname, u.port or 6789, token, **kw)
 
     # -- server facts ------------------------------------------------------------------

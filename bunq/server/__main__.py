@@ -1,10 +1,10 @@
-"""``python -m bunq.server [flags]``: the same as ``bunq serve``."""
+"""``python -m bunq.server [flags]``: the same as ``bunq serve`` (errors and exit codes too)."""
 
 from __future__ import annotations
 
 import sys
 
-from . import main
+from ..cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(["serve", *sys.argv[1:]]))

@@ -26,6 +26,8 @@ from .http import start_http
 
 log = logging.getLogger("bunq.server")
 
+READ_CHUNK = 256 << 10  # bytes one socket read may bring (asyncio's own read size)
+
 
 class Server:
     """``bunq serve`` around ``backend`` (the server closes it on :meth:`stop`).
@@ -42,6 +44,10 @@ class Server:
         self.ctx = ServerContext(backend, self.config)
         self.commands = load()
         self.conns: set[Connection] = set()
+        # every socket read lands here first (event-loop thread only), then in its decoder
+        self.read_buffer = memoryview(bytearray(READ_CHUNK))
+        # connections not yet authenticated, oldest first (a dict keeps insertion order)
+        self.unauthed: dict[Connection, None] = {}
         self.close_backend = close_backend
         self.stopping = False
         self.port = 0
@@ -77,6 +83,39 @@ class Server:
                 "inline": self.ctx.run.inline,
             },
         )
+
+    # -- connections -------------------------------------------------------------------
+    def admit(self, conn: Connection) -> bool:
+        """Take a new connection, or refuse it (False) at ``max_connections``.
+
+        Past ``max_unauthenticated`` connections that have not authenticated yet,
+        the oldest of them is closed to make room: a flood of connections that
+        never authenticate cannot lock a legitimate client out.
+        """
+        cfg = self.config
+        if len(self.conns) >= cfg.max_connections:
+            self.ctx.metrics.refused.labels("max_connections").inc()
+            return False
+        if not conn.session.authed:
+            while len(self.unauthed) >= cfg.max_unauthenticated:
+                oldest = next(iter(self.unauthed))
+                self.unauthed.pop(oldest)
+                self.ctx.metrics.refused.labels("max_unauthenticated").inc()
+                oldest.close("too many unauthenticated connections")
+            self.unauthed[conn] = None
+        self.conns.add(conn)
+        return True
+
+    def authenticated(self, conn: Connection) -> None:
+        self.unauthed.pop(conn, None)
+
+    def release(self, conn: Connection) -> bool:
+        """Forget a closed connection; False if it was never admitted."""
+        self.unauthed.pop(conn, None)
+        if conn not in self.conns:
+            return False
+        self.conns.discard(conn)
+        return True
 
     # -- timers ------------------------------------------------------------------------
     async def _tick(self) -> None:
@@ -118,13 +157,10 @@ class Server:
             self.ctx.waiters.notify({j.queue for j in jobs})
 
     def _close_idle(self, now: float) -> None:
-        idle = self.config.idle_timeout
-        if idle <= 0:
-            return
         for conn in list(self.conns):
-            stuck = conn.partial_since is not None and now - conn.partial_since > idle
-            if stuck or conn.idle_for(now) > idle:
-                conn.close("slow frame" if stuck else "idle")
+            why = conn.expired(now)
+            if why is not None:
+                conn.close(why)
 
     # -- stop --------------------------------------------------------------------------
     async def stop(self, timeout: float = 10.0) -> None:
@@ -132,8 +168,7 @@ class Server:
         if self.stopping:
             return
         self.stopping = self.ctx.stopping = True
-        self.ctx.waiters.closed = True
-        self.ctx.waiters.notify_all()
+        self.ctx.waiters.close()
         self.ctx.job_waiters.wake_all()
         for srv in (self._tcp, self._http):
             if srv is not None:

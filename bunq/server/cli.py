@@ -10,12 +10,26 @@ import sys
 from .. import logs
 from ..backends import connect
 from ..backends.base import Backend
-from ..protocol import DEFAULT_MAX_FRAME
+from ..backends.urls import redact
+from ..errors import BunqError
 from ..settings import Settings
 from .app import Server
 from .context import ServerConfig
 
-DEFAULT_IDLE_TIMEOUT = 60.0
+LIMITS: tuple[tuple[str, str, type, str], ...] = (
+    ("--max-frame", "max_frame", int, "largest frame in bytes"),
+    ("--pre-auth-frame", "pre_auth_frame", int, "largest frame in bytes before Auth"),
+    ("--idle-timeout", "idle_timeout", float, "close connections idle this many seconds"),
+    ("--max-connections", "max_connections", int, "open TCP connections"),
+    ("--max-unauthenticated", "max_unauthenticated", int, "connections not yet authenticated"),
+    ("--auth-timeout", "auth_timeout", float, "seconds a connection has to authenticate"),
+    ("--max-auth-failures", "max_auth_failures", int, "wrong tokens before a connection closes"),
+    ("--auth-fail-delay", "auth_fail_delay", float, "seconds before a wrong token is answered"),
+    ("--max-inflight", "max_inflight", int, "requests served at once per connection"),
+    ("--max-unsent", "max_unsent", int, "bytes of unread replies before reading stops"),
+    ("--scrape-cache", "scrape_cache", float, "seconds a /metrics or /stats answer is reused"),
+)
+"""The limits ``bunq serve`` takes as flags: (flag, Settings/ServerConfig field, type, help)."""
 
 
 def parser(settings: Settings) -> argparse.ArgumentParser:
@@ -50,17 +64,21 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
         metavar="TOKEN",
         help="accepted Auth token, repeatable (BUNQ_AUTH_TOKENS, comma separated)",
     )
+    for flag, name, kind, meaning in LIMITS:
+        default = getattr(settings, name)
+        p.add_argument(
+            flag,
+            type=kind,
+            default=default,
+            metavar="N",
+            help=f"{meaning} (BUNQ_{name.upper()}, {default})",
+        )
     p.add_argument(
-        "--max-frame",
-        type=int,
-        default=getattr(settings, "max_frame", DEFAULT_MAX_FRAME),
-        help=f"largest frame in bytes (BUNQ_MAX_FRAME, {DEFAULT_MAX_FRAME})",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=getattr(settings, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
-        help="close connections idle this many seconds (BUNQ_IDLE_TIMEOUT, 60)",
+        "--http-auth",
+        choices=("on", "off"),
+        default="on" if settings.http_auth else "off",
+        help="with tokens, /metrics and /stats need 'Authorization: Bearer <token>' "
+        "(BUNQ_HTTP_AUTH, on)",
     )
     p.add_argument(
         "--threads",
@@ -80,13 +98,14 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
 
 def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
     tokens = tuple(args.token) if args.token else settings.auth_tokens
+    limits = {name: getattr(args, name) for _, name, _, _ in LIMITS}
     return ServerConfig(
+        **limits,
         host=args.host,
         port=args.port,
         http_port=None if args.http_port is not None and args.http_port < 0 else args.http_port,
         tokens=tokens,
-        max_frame=args.max_frame,
-        idle_timeout=args.idle_timeout,
+        http_auth=args.http_auth == "on",
         threads=args.threads or (4 if str(args.backend).startswith("postgres") else 1),
     )
 
@@ -100,7 +119,8 @@ async def _serve(server: Server, url: str) -> None:
     await server.start()
     host = server.config.host
     http = f", http {host}:{server.http_port}" if server.http_port else ""
-    print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {url}", flush=True)
+    print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {redact(url)}",
+          flush=True)  # fmt: skip
     dial = f"{client_host(host)}:{server.port}"
     announce = getattr(server.ctx.backend, "announce", None)
     if callable(announce):  # the bunq command finds the server through the data file
@@ -115,17 +135,39 @@ async def _serve(server: Server, url: str) -> None:
     await server.stop()
 
 
+def _raise_fd_limit(wanted: int) -> None:
+    """Let the process hold ``max_connections`` sockets (the soft limit is often 1024)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            pass
+
+
 def main(argv: list[str] | None = None, settings: Settings | None = None) -> int:
     """Run ``bunq serve`` with ``argv``; return the exit code (0 after a graceful stop).
 
-    :raises BunqError: the backend cannot be opened (``bunq`` maps it to its exit code).
+    :raises BunqError: a bad limit, or a backend that cannot be opened (``bunq`` maps
+        it to its exit code; the message never shows the URL's password).
     """
     settings = settings or Settings.from_env()
     args = parser(settings).parse_args(argv)
     logs.setup(args.log_level, args.log_format)
     args.backend = args.backend or settings.cli_backend()
-    backend: Backend = connect(args.backend)
-    server = Server(backend, config_from(args, settings))
+    config = config_from(args, settings)
+    try:
+        backend: Backend = connect(args.backend)
+    except BunqError as exc:
+        exc.args = (f"cannot open {redact(args.backend)}: {exc}",)
+        raise
+    _raise_fd_limit(config.max_connections + 256)
+    server = Server(backend, config)
     try:
         asyncio.run(_serve(server, args.backend))
     except OSError as exc:  # the port is taken

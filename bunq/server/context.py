@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends.base import Backend
-from ..errors import BunqError, JobNotFound, LeaseLost
+from ..errors import BunqError, ConfigError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
-from ..protocol import DEFAULT_MAX_FRAME, parse_token
+from ..protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME, Packed, pack_value, parse_token
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
 from .metrics import Metrics
+from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
+
+BIG_LIST = 100  # a longer listing is built and packed off the event loop (long_read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +36,25 @@ class ServerConfig:
     :param inline: run backend calls on the event loop (None: decide by backend kind).
     :param sweep_interval: seconds between sweeps (expired leases, TTLs, DLQ upkeep).
     :param cron_interval: seconds between firings of due cron schedules.
-    :param poll_recheck: seconds between re-checks of a long poll (jobs that came
-        due or were added by another process wake no one).
+    :param poll_recheck: seconds between re-checks of a queue with parked long polls
+        (jobs that came due or were added by another process wake no one); one
+        probe per queue, whatever the number of waiters.
     :param event_buffer: bytes of unsent output an event subscriber may have
         before the next event disconnects it (it does not read fast enough).
+    :param pre_auth_frame: largest frame body before a connection has
+        authenticated (only ``Hello`` and ``Auth`` are served then, one at a time).
+    :param max_connections: open TCP connections; more are closed on accept.
+    :param max_unauthenticated: connections not yet authenticated (with tokens
+        configured); a new one past this closes the oldest of them.
+    :param auth_timeout: seconds a connection has to authenticate (with tokens).
+    :param max_auth_failures: failed ``Auth`` requests before the connection is closed.
+    :param auth_fail_delay: seconds before a failed ``Auth`` is answered.
+    :param max_unsent: bytes of replies a client has not read before the server
+        stops reading its requests; a client that stays there for ``idle_timeout``,
+        or reaches ``UNSENT_DROP`` times this, is disconnected.
+    :param http_auth: with tokens configured, ``/metrics`` and ``/stats`` need
+        ``Authorization: Bearer <token>`` (``/health`` and ``/ready`` stay open).
+    :param scrape_cache: seconds a rendered ``/metrics`` or ``/stats`` answer is reused.
     """
 
     host: str = "127.0.0.1"
@@ -51,6 +72,36 @@ class ServerConfig:
     max_lease_ms: int = 24 * 3600_000
     default_lease_ms: int = 30_000
     event_buffer: int = 32 << 20
+    pre_auth_frame: int = PRE_AUTH_FRAME
+    max_connections: int = 10_000
+    max_unauthenticated: int = 1_024
+    auth_timeout: float = 10.0
+    max_auth_failures: int = 5
+    auth_fail_delay: float = 0.2
+    max_unsent: int = 4 << 20
+    http_auth: bool = True
+    scrape_cache: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in _NOT_NEGATIVE:
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+    def accepts(self, token: object) -> bool:
+        """Whether ``token`` is one of ``tokens`` (constant-time against every one)."""
+        given = token.encode("utf-8", "replace") if isinstance(token, str) else b""
+        ok = False
+        for accepted in self.tokens:
+            ok |= hmac.compare_digest(given, accepted.encode())
+        return ok and bool(given)
+
+
+_AT_LEAST_ONE = ("max_frame", "pre_auth_frame", "max_connections", "max_unauthenticated",
+                 "max_auth_failures", "max_inflight", "max_unsent")  # fmt: skip
+_NOT_NEGATIVE = ("idle_timeout", "auth_timeout", "auth_fail_delay", "scrape_cache")
 
 
 @dataclass(slots=True)
@@ -62,6 +113,23 @@ class Session:
     exact_ints: bool = False  # bunq's own client: 64-bit integers are fine
     closed: bool = False
     subscriber: Subscriber | None = None  # the connection, for SubscribeEvents
+    auth_failures: int = 0
+    long_reads: asyncio.Lock = field(default_factory=asyncio.Lock)  # one at a time
+    writable: asyncio.Event = field(default_factory=asyncio.Event)  # the client reads replies
+
+    def __post_init__(self) -> None:
+        self.writable.set()
+
+    async def may_send_more(self) -> bool:
+        """Wait while the client leaves its replies unread; False once it is gone.
+
+        Heavy handlers call this before building a big reply: a client that
+        does not read gets no more work done for it.
+        """
+        await self.writable.wait()
+        return not self.closed
+
+    close_after_reply: str | None = None  # why the connection closes once this reply is out
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -74,9 +142,10 @@ class ServerContext:
         inline = config.inline if config.inline is not None else backend.kind in INLINE_KINDS
         self.run = Runner(inline, config.threads)
         self.leases = LeaseTable()
-        self.waiters = Waiters()
+        self.waiters = Waiters(config.poll_recheck)
         self.job_waiters = JobWaiters()  # WaitJob
         self.metrics = Metrics()
+        self.scrapes = ScrapeCache(config.scrape_cache)
         self.events = EventHub(self.metrics)
         self._add_since = 0  # backend time an add batch began (tells duplicates apart)
         self.started = time.time()
@@ -133,7 +202,8 @@ class ServerContext:
         """Admit ``jobs`` (atomic as one request) through the group commit."""
         out = await self.adder.submit(jobs)
         self.metrics.pushed.inc(len(out))
-        self.waiters.notify({j.queue for j in out})
+        for queue, n in Counter(j.queue for j in out).items():
+            self.waiters.notify((queue,), n)
         return out
 
     async def complete(self, items: list[tuple[Lease, Any]]) -> list[Settle]:
@@ -189,9 +259,25 @@ class ServerContext:
         job = await self.run(self.backend.get_job, job_id)
         return job is None or job.state in (JobState.COMPLETED, JobState.FAILED)
 
+    # -- long reads --------------------------------------------------------------------
+    async def long_read(self, s: Session, fn: Callable[..., Any], *args: Any) -> Packed:
+        """``fn(*args)`` run and msgpack-packed off the event loop (a big listing).
+
+        A client gets one long read at a time, none while it leaves its replies
+        unread, and none once it is gone (an empty list then).
+        """
+        async with s.long_reads:
+            if not await s.may_send_more():
+                return pack_value([])
+            return await self.run.read(_packed, fn, *args)
+
     # -- misc --------------------------------------------------------------------------
     def close(self) -> None:
         self.run.close()
+
+
+def _packed(fn: Callable[..., Any], *args: Any) -> Packed:
+    return pack_value(fn(*args))
 
 
 def _get_jobs(backend: Backend, ids: list[str]) -> list[Job | None]:

@@ -7,7 +7,11 @@
 | ``GET /metrics`` | Prometheus text (``bunq_*``) |
 | ``GET /stats`` | JSON: jobs per state, totals, connections, uptime |
 
-One request per connection (``Connection: close``); headers are capped at 8 KiB.
+One request per connection (``Connection: close``); headers are capped at 8 KiB
+and must arrive within 10 s; at most ``MAX_CONNECTIONS`` are open at once.
+``/metrics`` and ``/stats`` are rendered at most once per ``scrape_cache``
+seconds (:mod:`.scrape`) and, with tokens configured (and ``http_auth``),
+need ``Authorization: Bearer <token>``; ``/health`` and ``/ready`` stay open.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from .commands.monitor import refresh_queue_gauges, totals
+from .commands.monitor import metrics_text, totals
 
 if TYPE_CHECKING:
     from .app import Server
@@ -26,9 +30,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("bunq.server")
 
 MAX_HEAD = 8192
+MAX_CONNECTIONS = 256  # HTTP requests served at once; more are closed on accept
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
     503: "Service Unavailable",
@@ -36,9 +42,10 @@ _REASONS = {
 
 
 def _response(status: int, body: bytes, ctype: str) -> bytes:
+    challenge = "WWW-Authenticate: Bearer\r\n" if status == 401 else ""
     head = (
         f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"{challenge}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
 
@@ -47,7 +54,36 @@ def _json(status: int, value: Any) -> bytes:
     return _response(status, json.dumps(value, default=str).encode(), "application/json")
 
 
-async def _route(server: Server, method: str, path: str) -> bytes:
+def _bearer(head: bytes) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, if any."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer":
+                return token.strip().decode("latin-1")
+    return None
+
+
+async def _stats(server: Server) -> bytes:
+    ctx = server.ctx
+
+    async def render() -> bytes:
+        body = {
+            "jobs": await ctx.run(totals, ctx.backend),
+            "totals": ctx.metrics.totals(),
+            "connections": len(server.conns),
+            "leases": len(ctx.leases),
+            "commands": ctx.metrics.commands,
+            "backend": ctx.backend.kind,
+            "uptime": time.time() - ctx.started,
+        }
+        return json.dumps(body, default=str).encode()
+
+    return await ctx.scrapes.get("stats", render)
+
+
+async def _route(server: Server, method: str, path: str, head: bytes) -> bytes:
     ctx = server.ctx
     if method != "GET":
         return _json(405, {"error": "only GET"})
@@ -62,23 +98,14 @@ async def _route(server: Server, method: str, path: str) -> bytes:
         except Exception as exc:  # noqa: BLE001 - any failure means not ready
             return _json(503, {"ready": False, "reason": f"{type(exc).__name__}: {exc}"})
         return _json(200, {"ready": True})
-    if path in ("/metrics", "/prometheus"):
-        await refresh_queue_gauges(ctx)
-        return _response(200, ctx.metrics.text(), "text/plain; version=0.0.4; charset=utf-8")
+    if path not in ("/metrics", "/prometheus", "/stats"):
+        return _json(404, {"error": f"no route {path}"})
+    cfg = server.config
+    if cfg.tokens and cfg.http_auth and not cfg.accepts(_bearer(head)):
+        return _json(401, {"error": "a token is needed: Authorization: Bearer <token>"})
     if path == "/stats":
-        return _json(
-            200,
-            {
-                "jobs": await ctx.run(totals, ctx.backend),
-                "totals": ctx.metrics.totals(),
-                "connections": len(server.conns),
-                "leases": len(ctx.leases),
-                "commands": ctx.metrics.commands,
-                "backend": ctx.backend.kind,
-                "uptime": time.time() - ctx.started,
-            },
-        )
-    return _json(404, {"error": f"no route {path}"})
+        return _response(200, await _stats(server), "application/json")
+    return _response(200, await metrics_text(ctx), "text/plain; version=0.0.4; charset=utf-8")
 
 
 async def _handle(
@@ -90,7 +117,7 @@ async def _handle(
         if len(parts) != 3:
             writer.write(_json(400, {"error": "bad request line"}))
         else:
-            writer.write(await _route(server, parts[0], parts[1]))
+            writer.write(await _route(server, parts[0], parts[1], head))
         await writer.drain()
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
         pass
@@ -103,7 +130,17 @@ async def _handle(
 async def start_http(server: Server, host: str, port: int) -> asyncio.Server:
     """Listen for HTTP on (host, port); return the asyncio server."""
 
+    open_ = 0
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _handle(server, reader, writer)
+        nonlocal open_
+        if open_ >= MAX_CONNECTIONS:
+            writer.transport.abort()
+            return
+        open_ += 1
+        try:
+            await _handle(server, reader, writer)
+        finally:
+            open_ -= 1
 
     return await asyncio.start_server(handle, host, port, limit=MAX_HEAD)

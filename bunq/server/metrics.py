@@ -83,6 +83,13 @@ class Metrics:
             registry=r,
         )
         self.connections = Gauge("bunq_connections", "Open TCP connections", registry=r)
+        self.refused = Counter(
+            "bunq_connections_refused",
+            "Connections refused or evicted by a connection limit",
+            ["limit"],
+            registry=r,
+        )
+        self.auth_failures = Counter("bunq_auth_failures", "Failed Auth requests", registry=r)
         self.leases = Gauge("bunq_leases_held", "Leases this server tracks", registry=r)
         self.event_subscribers = Gauge(
             "bunq_event_subscribers", "Connections subscribed to job events", registry=r

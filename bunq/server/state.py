@@ -5,7 +5,8 @@
 - :class:`LeaseTable` remembers the leases this server handed out, so a
   bunqueue client's ``{id, token}`` can be turned back into a bunq ``Lease``
   (with its job snapshot) without a lookup per acknowledgement.
-- :class:`Waiters` wakes long-polling ``PULL`` requests when a queue may have work.
+- :class:`Waiters` parks long-polling ``PULL`` requests and wakes them when a queue
+  may have work (no CPU per parked request).
 - :class:`Coalescer` merges concurrent requests into one backend call (group
   commit): many single ``PUSH``/``ACK`` frames become one ``add`` / ``complete_many``.
 """
@@ -45,6 +46,7 @@ class Runner:
         self.inline = inline
         self._pool = None if inline else cf.ThreadPoolExecutor(threads, "bunq-backend")
         self._side: cf.ThreadPoolExecutor | None = None
+        self._reads: cf.ThreadPoolExecutor | None = None
 
     async def __call__(self, fn: Callable[..., R], *args: Any) -> R:
         if self._pool is None:
@@ -60,8 +62,17 @@ class Runner:
             self._side = cf.ThreadPoolExecutor(1, "bunq-durable")
         return await asyncio.get_running_loop().run_in_executor(self._side, fn, *args)
 
+    async def read(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run a long read (a big listing, packed for the wire) off the event loop,
+        so one client's heavy query does not hold up everyone else's requests."""
+        if self._pool is not None:
+            return await self(fn, *args)
+        if self._reads is None:
+            self._reads = cf.ThreadPoolExecutor(1, "bunq-reads")
+        return await asyncio.get_running_loop().run_in_executor(self._reads, fn, *args)
+
     def close(self) -> None:
-        for pool in (self._pool, self._side):
+        for pool in (self._pool, self._side, self._reads):
             if pool is not None:
                 pool.shutdown(wait=True)
 
@@ -170,33 +181,81 @@ class LeaseTable:
 
 
 class Waiters:
-    """Per-queue wake-ups for long polls (event-loop thread only)."""
+    """Per-queue wake-ups for long polls (event-loop thread only).
 
-    def __init__(self) -> None:
-        self._events: dict[str, asyncio.Event] = {}
+    A parked request costs one future and one timer, and no CPU until it is
+    woken: waiters of a queue stand in FIFO order, ``notify(queues, n)`` wakes
+    the first ``n`` of each (as many as there may be jobs for), and a woken
+    poller that leases a full batch calls :meth:`notify` again for the next
+    one (there may be more). Work nobody rings for (a delayed job coming due,
+    a job added by another process) is found by one timer per queue that has
+    waiters: every ``recheck`` seconds it wakes that queue's first waiter
+    only, so the cost is one probe per queue, not one per waiter.
+    """
+
+    def __init__(self, recheck: float = 0.1) -> None:
+        self.recheck = recheck
+        self._queues: dict[str, dict[asyncio.Future[None], None]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
         self.closed = False
 
-    def notify(self, queues: Iterable[str]) -> None:
+    def __len__(self) -> int:
+        return sum(len(w) for w in self._queues.values())
+
+    def notify(self, queues: Iterable[str], n: int = 1) -> None:
+        """Wake up to ``n`` waiters of each queue, first come first woken."""
         for q in queues:
-            ev = self._events.pop(q, None)
-            if ev is not None:
-                ev.set()
+            parked = self._queues.get(q)
+            for _ in range(n):
+                if not parked:
+                    break
+                fut = next(iter(parked))
+                del parked[fut]
+                if not fut.done():
+                    fut.set_result(None)
 
     def notify_all(self) -> None:
-        self.notify(list(self._events))
+        """Wake the first waiter of every queue (each passes it on if it finds work)."""
+        self.notify(list(self._queues))
+
+    def close(self) -> None:
+        """Shutdown: wake every waiter; later waits return at once."""
+        self.closed = True
+        for q, parked in list(self._queues.items()):
+            self.notify((q,), len(parked))
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
 
     async def wait(self, queue: str, timeout_s: float) -> None:
-        """Return when ``queue`` is notified or after ``timeout_s``."""
+        """Return when woken for ``queue`` or after ``timeout_s``."""
         if self.closed or timeout_s <= 0:
             return
-        ev = self._events.get(queue)
-        if ev is None:
-            ev = self._events[queue] = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        parked = self._queues.get(queue)
+        if parked is None:
+            parked = self._queues[queue] = {}
+        parked[fut] = None
+        if queue not in self._timers:
+            self._timers[queue] = loop.call_later(self.recheck, self._recheck, queue)
         try:
             async with asyncio.timeout(timeout_s):
-                await ev.wait()
+                await fut
         except TimeoutError:
             pass
+        finally:
+            parked.pop(fut, None)
+            if not parked and self._queues.get(queue) is parked:
+                del self._queues[queue]
+
+    def _recheck(self, queue: str) -> None:
+        if self._queues.get(queue):
+            self.notify((queue,))
+            loop = asyncio.get_running_loop()
+            self._timers[queue] = loop.call_later(self.recheck, self._recheck, queue)
+        else:
+            self._timers.pop(queue, None)
 
 
 class Coalescer(Generic[T, R]):

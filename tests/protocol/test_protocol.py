@@ -214,3 +214,80 @@ def test_any_chunking_yields_the_same_messages(msgs: list[dict[str, Any]], cuts:
         at += cut
     got += list(dec.feed(stream[at:]))
     assert got == msgs
+
+
+# -- bounded decode cost (issue 12, item 2) -----------------------------------------------
+
+
+def _empty_arrays_body(n_inner: int) -> bytes:
+    """An array of ``n_inner`` arrays of 65,535 empty arrays: the costliest bytes to decode."""
+    inner = b"\xdc" + (65535).to_bytes(2, "big") + b"\x90" * 65535
+    return b"\xdd" + n_inner.to_bytes(4, "big") + inner * n_inner
+
+
+def test_a_large_frame_decodes_one_slice_per_step() -> None:
+    from bunq.protocol import DECODE_SLICE, MORE, NEED_DATA
+
+    msg = {
+        "cmd": "PUSHB",
+        "queue": "q",
+        "jobs": [{"data": {"i": i, "s": "x" * 40}} for i in range(5000)],
+    }
+    frame = encode(msg)
+    dec = FrameDecoder()
+    dec.push(frame)
+    steps, got = 0, MORE
+    while got is MORE:
+        got = dec.step()
+        steps += 1
+    assert got == msg and dec.step() is NEED_DATA
+    assert steps >= len(frame) // DECODE_SLICE  # never the whole body in one step
+
+
+def test_empty_arrays_are_refused_past_the_container_bound_in_bounded_steps() -> None:
+    from bunq.protocol import DECODE_SLICE, MAX_CONTAINERS, MORE
+
+    body = _empty_arrays_body(64)  # 4 MiB, 4 million lists if decoded
+    dec = FrameDecoder()
+    dec.push(len(body).to_bytes(4, "big") + body)
+    steps = 0
+    with pytest.raises(ProtocolError, match="arrays and maps"):
+        while dec.step() is MORE:
+            steps += 1
+    assert steps <= MAX_CONTAINERS // DECODE_SLICE + 2  # stopped near the bound, not at 4M
+
+
+def test_the_buffer_grows_only_as_bytes_arrive() -> None:
+    from bunq.protocol import NEED_DATA
+
+    dec = FrameDecoder(max_frame=16 << 20)
+    dec.push((16 << 20).to_bytes(4, "big") + b"\x91")  # declares 16 MiB, sends 5 bytes
+    assert dec.step() is NEED_DATA and dec.pending_frame
+    assert dec.buffered <= 5
+
+
+def test_max_frame_can_be_raised_between_frames() -> None:
+    big = encode({"cmd": "PUSH", "data": "x" * 10_000})
+    dec = FrameDecoder(max_frame=4096)
+    assert list(dec.feed(encode({"cmd": "Auth", "token": "t"}))) == [{"cmd": "Auth", "token": "t"}]
+    dec.max_frame = 1 << 20
+    assert list(dec.feed(big))[0]["data"] == "x" * 10_000
+    with pytest.raises(ProtocolError):
+        list(FrameDecoder(max_frame=4096).feed(big))
+
+
+def test_a_large_frame_with_trailing_bytes_or_cut_short_is_a_protocol_error() -> None:
+    body = msgpack.packb({"data": "x" * 50_000}) + b"\x00"
+    with pytest.raises(ProtocolError, match="ExtraData"):
+        list(FrameDecoder().feed(len(body).to_bytes(4, "big") + body))
+    body = b"\x92" + msgpack.packb("x" * 50_000)  # an array of 2 with one element
+    with pytest.raises(ProtocolError, match="truncated"):
+        list(FrameDecoder().feed(len(body).to_bytes(4, "big") + body))
+
+
+def test_packed_values_are_spliced_into_the_reply() -> None:
+    from bunq.protocol import pack_value
+
+    jobs = [{"id": str(i), "n": 2**40} for i in range(3)]
+    frame = encode({"ok": True, "jobs": pack_value(jobs), "reqId": 2**40})
+    assert list(FrameDecoder().feed(frame)) == [{"ok": True, "jobs": jobs, "reqId": float(2**40)}]

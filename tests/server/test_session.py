@@ -76,9 +76,12 @@ def test_idle_and_slow_clients_are_disconnected(auth_server: Any) -> None:
     busy.close()
 
 
-def _get(port: int, path: str) -> tuple[int, bytes]:
+def _get(port: int, path: str, token: str | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+        with urllib.request.urlopen(req, timeout=5) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -91,14 +94,16 @@ def test_http_health_ready_metrics_stats(auth_server: Any) -> None:
     c.call({"cmd": "PUSHB", "queue": "web", "jobs": [{"data": 1}, {"data": 2}]})
     assert _get(port, "/health")[0] == 200
     assert json.loads(_get(port, "/ready")[1]) == {"ready": True}
-    status, text = _get(port, "/metrics")
+    assert _get(port, "/metrics")[0] == 401  # tokens configured: scrapes need one
+    assert _get(port, "/stats", "wrong")[0] == 401
+    status, text = _get(port, "/metrics", "other")
     assert status == 200
     body = text.decode()
     assert 'bunq_queue_jobs{queue="web",state="waiting"} 2.0' in body
     assert "bunq_jobs_pushed_total 2.0" in body and 'cmd="PUSHB"' in body
-    stats = json.loads(_get(port, "/stats")[1])
+    stats = json.loads(_get(port, "/stats", "s3cret")[1])
     assert stats["jobs"]["waiting"] == 2 and stats["totals"]["pushed"] == 2
-    assert _get(port, "/nope")[0] == 404
+    assert _get(port, "/nope", "s3cret")[0] == 404
     raw = socket.create_connection(("127.0.0.1", port))
     raw.sendall(b"garbage\r\n\r\n")
     assert raw.recv(100).startswith(b"HTTP/1.1 400")
@@ -151,3 +156,14 @@ def test_remote_backend_recovers_after_the_server_drops_it(served: Any) -> None:
         remote.close()
     with pytest.raises(BackendUnavailable):
         remote.queues()
+
+
+def test_scrapes_are_served_from_a_cached_render(served: Any) -> None:
+    cfg = ServerConfig(port=0, http_port=0, tokens=("t",), http_auth=False, scrape_cache=60)
+    with BackgroundServer(served, cfg) as srv:
+        port = srv.server.http_port
+        first = [_get(port, "/metrics")[1] for _ in range(20)]
+        stats = [_get(port, "/stats")[0] for _ in range(20)]
+        assert stats == [200] * 20 and len(set(first)) == 1
+        assert srv.server.ctx.scrapes.renders == 2  # one /metrics, one /stats, in 60 s
+        assert _get(port, "/health")[0] == 200

@@ -45,3 +45,27 @@ def test_a_file_that_is_not_a_database_gives_a_bunq_error(tmp_path: object) -> N
         f.write(b"this is not sqlite" * 512)
     with pytest.raises(BackendError):
         connect(f"sqlite:///{path}")
+
+
+def test_server_limits_read_numbers_and_switches() -> None:
+    s = Settings.from_env(
+        {
+            "BUNQ_MAX_CONNECTIONS": "50",
+            "BUNQ_AUTH_FAIL_DELAY": "0.5",
+            "BUNQ_HTTP_AUTH": "off",
+            "BUNQ_SCRAPE_CACHE": "2",
+        }
+    )
+    assert s.max_connections == 50 and s.auth_fail_delay == 0.5 and s.scrape_cache == 2.0
+    assert s.http_auth is False and Settings.from_env({}).http_auth is True
+    assert Settings.from_env({}).pre_auth_frame == 4096
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"BUNQ_AUTH_TIMEOUT": "soon"}, {"BUNQ_AUTH_TIMEOUT": "-1"}, {"BUNQ_AUTH_TIMEOUT": "nan"},
+     {"BUNQ_HTTP_AUTH": "maybe"}],
+)  # fmt: skip
+def test_bad_limits_raise_config_error(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        Settings.from_env(env)

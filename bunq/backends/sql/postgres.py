@@ -31,6 +31,7 @@ from ...errors import BackendUnavailable, ConfigError, DuplicateJob, ValidationE
 from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob, Settle
 from ..base import QUEUE_NAME
 from ..base import check_queue_name as _qn
+from ..urls import redact
 from .groupcommit import GroupCommit
 from .pgconn import (
     COPY_MIN,
@@ -129,7 +130,7 @@ class PostgresBackend(SqlBackend):
                 if name in ours:
                     kw[name] = int(ours[name])
         except ValueError as exc:
-            raise ConfigError(f"bad number in {url!r}: {exc}") from None
+            raise ConfigError(f"bad number in {redact(url)!r}: {exc}") from None
         for name in ("schema", "prefix", "migrate"):
             if name in ours:
                 kw[name] = ours[name]

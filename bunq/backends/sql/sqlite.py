@@ -24,6 +24,7 @@ import apsw
 
 from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
 from ..filekind import SQL_FILE, claim
+from ..urls import redact
 from .doorbell import Doorbell
 from .queries import SCHEMA_VERSION, SQLITE, render_all
 from .store import SqlBackend
@@ -178,7 +179,7 @@ class SQLiteBackend(SqlBackend):
         path = parsed.netloc + parsed.path
         path = path[1:] if path.startswith("/") and not path.startswith("//") else path[1:]
         if not path:
-            raise ConfigError(f"no file in {url!r}: use sqlite:///path/to/file.db")
+            raise ConfigError(f"no file in {redact(url)!r}: use sqlite:///path/to/file.db")
         opts = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
         unknown = set(opts) - {"synchronous", "busy_timeout_ms"}
         if unknown:

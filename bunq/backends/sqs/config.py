@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ...errors import ConfigError
+from ..urls import redact
 
 SQS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 AWS_HOST = re.compile(r"^(?:sqs\.)?([a-z]{2}(?:-[a-z]+)+-\d)\.(?:queue\.)?amazonaws\.com(?:\.cn)?$")
@@ -73,7 +74,7 @@ def parse_url(url: str) -> SqsConfig:
     """Parse an ``sqs://`` URL; ConfigError says what is wrong."""
     parts = urlsplit(url)
     if parts.scheme.lower() != "sqs":
-        raise ConfigError(f"not an sqs:// URL: {url!r}")
+        raise ConfigError(f"not an sqs:// URL: {redact(url)!r}")
     opts = _options(parts.query)
     segments = [s for s in parts.path.split("/") if s]
     host = parts.netloc
@@ -89,9 +90,9 @@ def parse_url(url: str) -> SqsConfig:
         cfg = SqsConfig(home=segments[1], base_url=f"{endpoint.rstrip('/')}/{segments[0]}",
                         **opts)  # fmt: skip
         if not segments[0].isdigit():
-            raise ConfigError(f"{url!r}: expected sqs://<host>/<account-id>/<queue>")
+            raise ConfigError(f"{redact(url)!r}: expected sqs://<host>/<account-id>/<queue>")
     else:
-        raise ConfigError(f"{url!r}: expected sqs://<host>/<account-id>/<queue>, "
+        raise ConfigError(f"{redact(url)!r}: expected sqs://<host>/<account-id>/<queue>, "
                           "sqs://<queue>?region=... or sqs://?region=...")  # fmt: skip
     if cfg.home is not None:
         _check_sqs_name(cfg.home)

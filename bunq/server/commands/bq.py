@@ -16,10 +16,10 @@ from typing import Any
 
 from ...backends.base import Backend, DlqConfig, QueueLimits
 from ...errors import BunqError, ValidationError
-from ...job import FailureReason, Lease, NewJob, Settle
+from ...job import FailureReason, JobState, Lease, NewJob, Settle
 from ...policy import FailDecision
 from ...protocol import error_reply, wire_token
-from ..context import ServerContext, Session
+from ..context import BIG_LIST, ServerContext, Session
 from ..fields import as_int, as_str, opt_int
 from ..jobwait import failed
 from ..shapes import dlq_to_bq, job_to_bq, options_from_wire
@@ -166,14 +166,20 @@ async def bq_get_job(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> 
 
 @command("BqGetJobs")
 async def bq_get_jobs(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    jobs = await ctx.run(
-        ctx.backend.get_jobs,
+    args = (
+        ctx.backend,
         queue_of(msg),
         state_of(msg.get("state")),
         opt_int(msg, "offset", 0),
         opt_int(msg, "limit", 100, 0, 100_000),
     )
-    return {"jobs": [job_to_bq(j) for j in jobs]}
+    if args[-1] > BIG_LIST:
+        return {"jobs": await ctx.long_read(s, _bq_jobs, *args)}
+    return {"jobs": await ctx.run(_bq_jobs, *args)}
+
+
+def _bq_jobs(backend: Backend, queue: str, state: JobState, offset: int, limit: int) -> list[Any]:
+    return [job_to_bq(j) for j in backend.get_jobs(queue, state, offset, limit)]
 
 
 @command("BqCounts")

@@ -34,8 +34,9 @@ async def lease_with_poll(
 ) -> list[Lease]:
     """Lease up to ``n`` jobs, waiting up to ``timeout_ms`` for the first one.
 
-    Jobs leased for a client that has gone meanwhile are given back at once
-    (their attempt is not spent).
+    A full batch wakes the next waiter of the queue (there may be more work:
+    see :class:`~bunq.server.state.Waiters`). Jobs leased for a client that
+    has gone meanwhile are given back at once (their attempt is not spent).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
@@ -43,13 +44,16 @@ async def lease_with_poll(
         leases: list[Lease] = await ctx.run(ctx.backend.lease, queue, n, lease_ms, owner)
         if leases and s.closed:
             await ctx.run(_give_back, ctx.backend, leases)
+            ctx.waiters.notify((queue,))
             return []
         if leases:
             ctx.events.leased(queue, leases)
+            if len(leases) >= n:
+                ctx.waiters.notify((queue,))
         left = deadline - loop.time()
         if leases or left <= 0 or ctx.stopping or s.closed:
             return leases
-        await ctx.waiters.wait(queue, min(left, ctx.config.poll_recheck))
+        await ctx.waiters.wait(queue, left)
 
 
 def _give_back(backend: Backend, leases: list[Lease]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -24,13 +24,20 @@ MAX_QUEUES_IN_STATS = 1000
 
 @command("Auth")
 async def auth(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{token}``: constant-time compare against every configured token."""
-    token = msg.get("token")
-    given = token.encode() if isinstance(token, str) else b""
-    ok = False
-    for accepted in ctx.config.tokens:
-        ok |= hmac.compare_digest(given, accepted.encode())
-    if not ok:
+    """``{token}``: constant-time compare against every configured token.
+
+    A wrong token is answered after ``auth_fail_delay``; the connection (served
+    one request at a time until it authenticates) is closed after
+    ``max_auth_failures`` of them, so guessing costs time and connections.
+    """
+    if not ctx.config.tokens:
+        raise AuthError("Invalid token")  # nothing to authenticate against, nothing to guess
+    if not ctx.config.accepts(msg.get("token")):
+        s.auth_failures += 1
+        ctx.metrics.auth_failures.inc()
+        if s.auth_failures >= ctx.config.max_auth_failures:
+            s.close_after_reply = "too many failed Auth attempts"
+        await asyncio.sleep(ctx.config.auth_fail_delay)
         raise AuthError("Invalid token")
     s.authed = True
     return {}
@@ -115,16 +122,21 @@ async def metrics(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dic
     }
 
 
-async def refresh_queue_gauges(ctx: ServerContext) -> None:
-    """Read per-queue counts into the metrics snapshot (before a scrape)."""
-    ctx.metrics.queues.snapshot = await ctx.run(per_queue, ctx.backend)
-    ctx.metrics.leases.set(len(ctx.leases))
+async def metrics_text(ctx: ServerContext) -> bytes:
+    """The Prometheus text: per-queue counts read and rendered at most once per
+    ``scrape_cache`` seconds, the rendering on a thread, off the event loop."""
+
+    async def render() -> bytes:
+        ctx.metrics.queues.snapshot = await ctx.run(per_queue, ctx.backend)
+        ctx.metrics.leases.set(len(ctx.leases))
+        return await asyncio.get_running_loop().run_in_executor(None, ctx.metrics.text)
+
+    return await ctx.scrapes.get("metrics", render)
 
 
 @command("Prometheus")
 async def prometheus(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    await refresh_queue_gauges(ctx)
-    return {"data": {"metrics": ctx.metrics.text().decode()}}
+    return {"data": {"metrics": (await metrics_text(ctx)).decode()}}
 
 
 def _remember(ctx: ServerContext, s: Session, worker_id: str, info: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from ...backends.base import Backend
 from ...errors import JobNotFound, ValidationError
 from ...job import Job, JobState
 from ...protocol import Prepared
-from ..context import ServerContext, Session
+from ..context import BIG_LIST, ServerContext, Session
 from ..fields import as_int, as_str, opt_int
 from ..shapes import job_to_wire
 from ..wire import counts_to_wire, queue_of, state_of
@@ -91,7 +91,9 @@ async def get_jobs(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> di
         states = [state_of(raw)]
     offset = opt_int(msg, "offset", 0, 0, 10**9)
     limit = opt_int(msg, "limit", 100, 0, MAX_LIST)
-    return Prepared(jobs=await ctx.run(_list, ctx.backend, queue, states, offset, limit))
+    if limit <= BIG_LIST:
+        return Prepared(jobs=await ctx.run(_list, ctx.backend, queue, states, offset, limit))
+    return {"jobs": await ctx.long_read(s, _list, ctx.backend, queue, states, offset, limit)}
 
 
 @command("GetJobCounts")
