@@ -24,8 +24,8 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from ..errors import BunqError, ConfigError
-from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, now_ms
+from ..errors import BunqError, ConfigError, ValidationError
+from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..server.link import Link
@@ -75,14 +75,21 @@ class _Adds:
     def _send(self, batch: list[_Item]) -> None:
         try:
             reply = self._link.call({"cmd": "BqAdd", "groups": [i.rows for i in batch]})
+        except ValidationError as exc:
+            if len(batch) > 1:  # one caller's data refused the whole frame: each on its own
+                for item in batch:
+                    self._send([item])
+                return
+            batch[0].error = exc
+        except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
+            for item in batch:
+                item.error = exc
+        else:
             for item, res in zip(batch, reply["results"], strict=False):
                 if res.get("ok") is True:
                     item.jobs = res["jobs"]
                 else:
                     item.error = error_from_reply(res)
-        except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
-            for item in batch:
-                item.error = exc
         for item in batch:
             item.done.set()
 
@@ -185,6 +192,7 @@ class RemoteBackend:
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         if not jobs:
             return []
+        check_new_jobs(jobs)
         rows = [[j.id, j.queue, j.name, j.data, options_to_wire(j.opts)] for j in jobs]
         return [job_from_bq(r) for r in self._adds.submit(rows)]
 
@@ -240,7 +248,7 @@ class RemoteBackend:
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
         reply = self._read(
-            "BqGetJobs", queue=queue, state=JobState(state).value, offset=offset, limit=limit
+            "BqGetJobs", queue=queue, state=JobState.parse(state).value, offset=offset, limit=limit
         )
         return [job_from_bq(r) for r in reply["jobs"]]
 
@@ -269,7 +277,7 @@ class RemoteBackend:
 
     def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
         reply = self._call(
-            "Clean", queue=queue, grace=grace_ms, limit=limit, state=JobState(state).value
+            "Clean", queue=queue, grace=grace_ms, limit=limit, state=JobState.parse(state).value
         )
         return list(reply["ids"])
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import msgpack
 
-from ..errors import DependencyError, DuplicateJob, ValidationError
-from ..job import Job, NewJob, UniqueStrategy
+from ..errors import DependencyError, DuplicateJob
+from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
 from .core import Core, encode, paused_gc
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, make_job, snapshot
 from .shard import Shard, UniqueKey
@@ -40,6 +40,7 @@ def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     :raises DuplicateJob: a unique key is held (strategy reject).
     :raises DependencyError: an unknown dependency or a job depending on itself.
     """
+    check_new_jobs(jobs)
     if len(jobs) == 1:
         job = jobs[0]
         o = job.opts
@@ -107,10 +108,7 @@ def _add_single(core: Core, job: NewJob) -> list[Job]:
 
 
 def _blob(job: NewJob, limit: int) -> bytes:
-    """Validate the job's name and encode its data (the SQL backends' errors)."""
-    name = job.name
-    if not isinstance(name, str) or not name or len(name) > 256:
-        raise ValidationError("job name must be a non-empty string of at most 256")
+    """Encode the job's data (the SQL backends' errors)."""
     try:
         blob: bytes = _packb(job.data)
     except (TypeError, ValueError, OverflowError):
