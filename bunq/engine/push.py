@@ -41,13 +41,16 @@ def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     :raises DependencyError: an unknown dependency or a job depending on itself.
     """
     check_new_jobs(jobs)
+    if not jobs:
+        return []
+    if core.store is not None:
+        core.store.admit()  # backpressure first: a refused add has changed nothing
     if len(jobs) == 1:
         job = jobs[0]
         o = job.opts
-        if o.job_id is None and o.unique_key is None and not o.depends_on and not o.parent_id:
+        if (o.job_id is None and o.unique_key is None and not o.depends_on
+                and not o.parent_id and not o.durable):  # fmt: skip
             return _add_single(core, job)
-    elif not jobs:
-        return []
     if len(jobs) < BULK:
         return _add_many(core, jobs)
     with paused_gc():
@@ -61,11 +64,14 @@ def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     limit = core.max_payload
     blobs = [_blob(job, limit) for job in jobs]
     plain = len(shards) == 1
+    durable = False
     for job in jobs:
         o = job.opts
+        if o.durable:
+            durable = plain = False
+            break
         if o.job_id is not None or o.unique_key is not None or o.depends_on or o.parent_id:
             plain = False
-            break
     if plain:
         shard = shards.pop()
         with shard.lock:
@@ -79,13 +85,11 @@ def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
             else:
                 out = _insert_all(shard, jobs, blobs, now)
     else:
-        out = _add_locked(core, jobs, blobs)
+        durable = any(job.opts.durable for job in jobs)
+        out = _add_locked(core, jobs, blobs, durable)
     store = core.store
-    if store is not None:
-        if any(job.opts.durable for job in jobs):
-            store.sync()
-        else:
-            store.kick()
+    if store is not None and not durable:
+        store.kick()
     return out
 
 
@@ -100,10 +104,7 @@ def _add_single(core: Core, job: NewJob) -> list[Job]:
         out = [_insert(shard, job, blob, now)]
     store = core.store
     if store is not None:
-        if job.opts.durable:
-            store.sync()
-        else:
-            store.kick()
+        store.kick()
     return out
 
 
@@ -207,8 +208,15 @@ def _insert_all(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: i
     return out
 
 
-def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[Job]:
-    # Lookups involved: lock every shard touched (ascending), then xlock; undo on error.
+def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes],
+                durable: bool = False) -> list[Job]:  # fmt: skip
+    """Lookups involved: lock every shard touched (ascending), then xlock; undo on error.
+
+    ``durable``: the write-behind's ``wlock`` is taken first and the touched
+    shards' changes are committed before any lock is let go, so no one sees
+    the jobs before they are on disk; a failed commit undoes the whole call.
+    """
+    store = core.store if durable else None
     while True:
         wanted = {core.route(job.queue).index for job in jobs}
         for job in jobs:
@@ -217,6 +225,8 @@ def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[
                 if found is not None:
                     wanted.add(found[0].index)
         with ExitStack() as stack:
+            if store is not None:
+                stack.enter_context(store.wlock)
             for index in sorted(wanted):
                 stack.enter_context(core.shards[index].lock)
             stack.enter_context(core.xlock)
@@ -227,11 +237,14 @@ def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[
                 core.shards[index].promote(now)
             undo: Undo = []
             try:
-                return [_admit(core, core.route(job.queue), job, blob, now, undo)
-                        for job, blob in zip(jobs, blobs, strict=True)]  # fmt: skip
+                out = [_admit(core, core.route(job.queue), job, blob, now, undo)
+                       for job, blob in zip(jobs, blobs, strict=True)]  # fmt: skip
+                if store is not None:
+                    store.commit_held([core.shards[i] for i in sorted(wanted)])
             except BaseException:
                 _rollback(core, undo, now)
                 raise
+            return out
 
 
 def _still_covered(core: Core, jobs: Sequence[NewJob], wanted: set[int]) -> bool:
