@@ -30,6 +30,7 @@ from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..server.link import Link
 from ..server.shapes import dlq_from_bq, job_from_bq, options_to_wire
+from ..validate import page
 from .base import Capability, Clock, DlqConfig, QueueLimits, SweepResult
 
 MAX_ADD_FRAME = 5_000  # jobs per coalesced BqAdd
@@ -247,6 +248,7 @@ class RemoteBackend:
         return None if row is None else job_from_bq(row)
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
+        offset, limit = page(offset, limit)  # null would mean "the default" on the wire
         reply = self._read(
             "BqGetJobs", queue=queue, state=JobState.parse(state).value, offset=offset, limit=limit
         )
@@ -303,6 +305,7 @@ class RemoteBackend:
 
     # -- dead-letter queue -------------------------------------------------------------
     def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
+        offset, limit = page(offset, limit)
         reply = self._read("BqDlq", queue=queue, limit=limit, offset=offset)
         return [dlq_from_bq(e) for e in reply["entries"]]
 

@@ -100,11 +100,11 @@ class SQSBackend(Receiver, DlqOps, Refusals):
 
     def _plan(self, job: NewJob, info: QueueInfo, now: int) -> tuple[Job, Copy]:
         o = job.opts
-        self._refuse_options(job, info)
         delay_s, due = delay_split(o.delay, now)
         env = Envelope(job.id, job.queue, job.name, job.data, o, now,
                        None if o.ttl is None else now + o.ttl)  # fmt: skip
-        body = encode_body(env)
+        body = encode_body(env)  # a bad payload is refused first, as on every backend
+        self._refuse_options(job, info)
         dedup = (o.unique_key or job.id) if info.fifo else None
         copy = Copy(body, copy_attrs(0, due), delay_s, o.group, dedup)
         check_size(body, copy.attrs, info.max_size)
