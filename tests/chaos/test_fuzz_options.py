@@ -113,10 +113,19 @@ OPTIONS = {
     "priority": anything,
     "delay": st.one_of(odd_int, wrong),
     "attempts": st.one_of(odd_int, wrong),
-    "backoff": st.one_of(odd_int, wrong, st.fixed_dictionaries(
-        {}, optional={"type": st.sampled_from(["fixed", "exponential", "linear", 1]),
-                      "delay": odd_int, "cap": st.one_of(st.none(), odd_int),
-                      "jitter": st.one_of(st.floats(), odd_int)})),  # fmt: skip
+    "backoff": st.one_of(
+        odd_int,
+        wrong,
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.sampled_from(["fixed", "exponential", "linear", 1]),
+                "delay": odd_int,
+                "cap": st.one_of(st.none(), odd_int),
+                "jitter": st.one_of(st.floats(), odd_int),
+            },
+        ),
+    ),  # fmt: skip
     "job_id": st.one_of(odd_text, wrong),
     "unique_key": st.one_of(odd_text, wrong),
     "unique_strategy": st.one_of(st.sampled_from(["reject", "extend", "replace", "maybe"]), wrong),
@@ -181,8 +190,7 @@ def _compare(backends: dict[str, Any], call: Any) -> dict[str, tuple[str, Any]]:
         elif first[0] == "ok":
             # SQS lacks some features, and its queue names allow no ``.`` or ``:``
             # (docs/sqs.md): those are refused there, typed, and nothing else is.
-            assert sqs[0] == "ok" or sqs in (("error", "unsupported"), ("error", "config")), (
-                results)
+            assert sqs[0] == "ok" or sqs in (("error", "unsupported"), ("error", "config")), results
     return results
 
 
@@ -221,8 +229,9 @@ RAW_FIELDS = {
 @FUZZ
 @given(queue=st.one_of(odd_text, st.sampled_from(["q", "Q-1.a:b_c"]), wrong),
        name=odd_text, raw=st.fixed_dictionaries({}, optional=RAW_FIELDS))  # fmt: skip
-def test_backend_add_checks_options_built_without_parse(backends: dict[str, Any], queue: Any,
-                                                        name: Any, raw: dict[str, Any]) -> None:
+def test_backend_add_checks_options_built_without_parse(
+    backends: dict[str, Any], queue: Any, name: Any, raw: dict[str, Any]
+) -> None:
     """A NewJob with options built directly (no JobOptions.parse): every backend
     applies the same checks (bunq.job.check_new_jobs) before storing anything."""
     opts = JobOptions(**raw, unique_strategy=UniqueStrategy.REJECT)
