@@ -51,81 +51,89 @@ def _start(tmp: Path, url: str) -> tuple[subprocess.Popen[str], int]:
     return proc, int(m.group(1))
 
 
-def kill_under_load(tmp: Path, window: int, bulk: int = 0) -> tuple[int, int, float]:
-    """Push from CLIENTS threads, SIGKILL the server after ACKS acks; return
-    (acknowledged, lost, age in ms of the oldest lost ack when the kill landed).
+class Producers:
+    """CLIENTS threads adding to ``port`` until stopped; ``acked`` holds (id, when).
 
     ``window``: 1 = each client waits for every add (bunq's Queue over
-    RemoteBackend); more = bunqueue-style pipelining, this many PUSHes in flight
+    RemoteBackend); more = bunqueue-style pipelining, this many frames in flight
     per connection; ``bulk``: each frame a PUSHB of this many jobs.
     """
-    url = f"memory://?data={tmp / 'serve.db'}"
-    proc, port = _start(tmp, url)
-    acked: list[tuple[str, float]] = []
-    lock = threading.Lock()
-    stop = threading.Event()
 
-    def pipeline(n: int) -> None:
-        raw = Raw(port, timeout=10.0)
-        if bulk:
-            jobs = [{"name": "j", "data": i} for i in range(bulk)]
+    def __init__(self, port: int, window: int, bulk: int) -> None:
+        self.port, self.window, self.bulk = port, window, bulk
+        self.acked: list[tuple[str, float]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        target = self.sequential if window == 1 and not bulk else self.pipelined
+        self.threads = [threading.Thread(target=target, args=(n,)) for n in range(CLIENTS)]
+        for t in self.threads:
+            t.start()
+
+    def note(self, ids: list[str]) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self.acked.extend((jid, now) for jid in ids)
+
+    def pipelined(self, n: int) -> None:
+        raw = Raw(self.port, timeout=10.0)
+        if self.bulk:
+            jobs = [{"name": "j", "data": i} for i in range(self.bulk)]
             frame = encode({"cmd": "PUSHB", "queue": "loss", "jobs": jobs})
         else:
             frame = encode({"cmd": "PUSH", "queue": "loss", "data": n})
         try:
-            raw.sock.sendall(frame * window)
-            while not stop.is_set():
+            raw.sock.sendall(frame * self.window)
+            while not self.stop.is_set():
                 reply = raw.recv(10.0)
-                ids = reply.get("ids") or ([reply["id"]] if "id" in reply else [])
                 if reply.get("ok"):
-                    now = time.monotonic()
-                    with lock:
-                        acked.extend((jid, now) for jid in ids)
+                    self.note(reply.get("ids") or [reply["id"]])
                 raw.sock.sendall(frame)
         except Exception:  # noqa: BLE001, S110 - the server was killed under us
             pass
 
-    def produce(n: int) -> None:
-        q = Queue("loss", RemoteBackend.from_url(f"bunq://127.0.0.1:{port}"))
-        i = 0
+    def sequential(self, n: int) -> None:
+        q = Queue("loss", RemoteBackend.from_url(f"bunq://127.0.0.1:{self.port}"))
         try:
-            while not stop.is_set():
-                jid = q.add("j", {"c": n, "i": i}).id
-                with lock:
-                    acked.append((jid, time.monotonic()))
-                i += 1
+            while not self.stop.is_set():
+                self.note([q.add("j", {"c": n}).id])
         except Exception:  # noqa: BLE001, S110 - the server was killed under us
             pass
         finally:
             q.backend.close()
 
-    target = produce if window == 1 and not bulk else pipeline
-    threads = [threading.Thread(target=target, args=(n,)) for n in range(CLIENTS)]
-    for t in threads:
-        t.start()
+    def join(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+
+
+def kill_under_load(tmp: Path, window: int, bulk: int = 0) -> tuple[int, int, float]:
+    """SIGKILL the server after ACKS acknowledged adds; return (acknowledged, lost,
+    age in ms of the oldest lost ack when the kill landed)."""
+    url = f"memory://?data={tmp / 'serve.db'}"
+    proc, port = _start(tmp, url)
+    producers = Producers(port, window, bulk)
     try:
-        while len(acked) < ACKS:
+        while len(producers.acked) < ACKS:
             time.sleep(0.005)
             assert proc.poll() is None, "the server died"
         os.kill(proc.pid, signal.SIGKILL)
         killed = time.monotonic()
         proc.wait(10)
     finally:
-        stop.set()
         if proc.poll() is None:
             proc.kill()
-        for t in threads:
-            t.join(10)
+        producers.join()
     proc2, port2 = _start(tmp, url)
     try:
         back = RemoteBackend.from_url(f"bunq://127.0.0.1:{port2}")
-        lost = [at for jid, at in acked if back.get_job(jid) is None]
+        lost = [at for jid, at in producers.acked if back.get_job(jid) is None]
         back.close()
     finally:
         proc2.send_signal(signal.SIGTERM)
         proc2.wait(10)
     age = (killed - min(lost)) * 1000 if lost else 0.0
-    return len(acked), len(lost), age
+    return len(producers.acked), len(lost), age
 
 
 @pytest.mark.slow
