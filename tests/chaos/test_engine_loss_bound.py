@@ -29,7 +29,7 @@ from bunq.protocol import encode
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 6
-ACKS = 50_000
+ACKS = 20_000
 MAX_BACKLOG = 1_000  # the write-behind's (bunq/engine/writebehind.py)
 
 
