@@ -337,12 +337,14 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
     The payload is checked where it is encoded (:func:`bunq.codec.pack`).
     """
     for job in jobs:
-        if not isinstance(job, NewJob):
+        if type(job) is not NewJob and not isinstance(job, NewJob):
             raise ValidationError("jobs must be NewJob values", field="jobs")
         v.queue_name(job.queue)
         v.text(job.name, "name")
         v.text(job.id, "id")
-        check_options(job.opts)
+        opts = job.opts
+        if _CHECKED.get(id(opts)) is not opts:
+            check_options(opts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ MAX_COUNT = 10**9  # limits and DLQ settings (entries, retries, rates, concurren
 MAX_ERROR_CHARS = 4_000  # error text kept per attempt
 QUEUE_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}"
 _QUEUE_NAME = re.compile(QUEUE_NAME_PATTERN)
+_VALID_QUEUES: set[str] = set()  # a cache: only exact str instances that matched
 
 
 def integer(value: object, field: str, lo: int, hi: int,
@@ -82,12 +83,19 @@ def optional_text(value: object, field: str, max_bytes: int = MAX_NAME_BYTES) ->
 
 def queue_name(name: object) -> str:
     """Return ``name`` if it is a valid queue name (the whole string), else ConfigError."""
-    if type(name) is not str or _QUEUE_NAME.fullmatch(name) is None:
+    if type(name) is not str:
+        raise ConfigError(f"invalid queue name {name!r}: not a string", field="queue")
+    if name in _VALID_QUEUES:  # names seen valid before
+        return name
+    if _QUEUE_NAME.fullmatch(name) is None:
         raise ConfigError(
             f"invalid queue name {name!r}: 1-128 chars of letters, digits, _ . : -, "
             "starting with a letter or digit",
             field="queue",
         )
+    if len(_VALID_QUEUES) >= 65_536:
+        _VALID_QUEUES.clear()
+    _VALID_QUEUES.add(name)
     return name
 
 
