@@ -13,9 +13,7 @@ from typing import Literal
 
 from .errors import ValidationError
 from .job import Backoff, FailureReason, Job
-from .validate import MAX_DURATION_MS
-
-MAX_RUN_AT = 2**53  # a retry time (epoch ms) every backend and JavaScript client can hold
+from .validate import MAX_DURATION_MS, MAX_TIME
 
 DEFAULT_MAX_STALLS = 3
 
@@ -35,8 +33,8 @@ class FailDecision:
 
     def __post_init__(self) -> None:
         run_at = self.run_at
-        if type(run_at) is not int or not 0 <= run_at <= MAX_RUN_AT:
-            raise ValidationError(f"run_at must be an integer in [0, {MAX_RUN_AT}]",
+        if type(run_at) is not int or not 0 <= run_at <= MAX_TIME:
+            raise ValidationError(f"run_at must be an integer in [0, {MAX_TIME}]",
                                   field="run_at")  # fmt: skip
 
     @property

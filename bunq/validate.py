@@ -22,6 +22,7 @@ from .errors import BunqError, ConfigError, ValidationError
 #: longest delay, ttl, timeout, backoff and unique ttl: 100 years of 365 days.
 #: ``now + MAX_DURATION_MS`` stays below 2**53 until the year 2255.
 MAX_DURATION_MS = 100 * 365 * 86_400_000
+MAX_TIME = 2**53  # a point in time (epoch ms) every store and JavaScript client can hold
 MIN_PRIORITY = -(2**31)
 MAX_PRIORITY = 2**31 - 1  # a 32-bit column on PostgreSQL
 MAX_ATTEMPTS = 10_000
@@ -97,6 +98,12 @@ def queue_name(name: object) -> str:
         _VALID_QUEUES.clear()
     _VALID_QUEUES.add(name)
     return name
+
+
+def kv_key(ns: object, key: object) -> None:
+    """Check a small record's namespace (at most 256 bytes) and key (at most 1,024)."""
+    text(ns, "ns")
+    text(key, "key", MAX_KEY_BYTES)
 
 
 def page(offset: object, limit: object) -> tuple[int, int]:

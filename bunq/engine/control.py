@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..backends.base import QueueLimits
 from ..errors import ConfigError
 from ..job import JobId, JobState
-from ..validate import MAX_LIMIT, duration, integer
+from ..validate import MAX_LIMIT, duration, integer, kv_key
 from .core import Core
 from .record import CHILDREN, WAITING, Rec
 
@@ -136,6 +136,7 @@ def kv_get(core: Core, ns: str, key: str) -> bytes | None:
 def kv_put(core: Core, ns: str, key: str, value: bytes, expected: bytes | None = None,
            create: bool = False) -> bool:  # fmt: skip
     """Compare-and-set ``value``; ``create`` writes only if absent. Return whether written."""
+    kv_key(ns, key)  # what the write-behind can store
     with core.kv_lock:
         space = core.kv.get(ns)
         current = None if space is None else space.get(key)

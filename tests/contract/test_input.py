@@ -179,3 +179,11 @@ def test_rate_limits_are_validated(backend: Any, max_jobs: int, duration: int) -
     """Before: rate_limit(5, 0) was accepted."""
     with pytest.raises(ConfigError):
         Queue("q", backend).rate_limit(max_jobs, duration)
+
+
+@requires(C.CRON)
+@pytest.mark.parametrize(("ns", "key"), [("ns", "k\udc80"), ("ns", "k\x00"), ("", "k"), ("ns", 5)])
+def test_small_record_keys_are_validated(backend: Any, ns: Any, key: Any) -> None:
+    """Before: a surrogate key made the memory engine's every later flush fail."""
+    with pytest.raises(ValidationError):
+        backend.kv_put(ns, key, b"v")

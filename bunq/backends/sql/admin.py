@@ -16,7 +16,7 @@ from ...codec import pack, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
 from ...queueconfig import DlqConfig, QueueLimits, from_stored
-from ...validate import MAX_LIMIT, duration, integer, page, storable
+from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
 from ..base import Clock
 from ..base import check_queue_name as _qn
 from .rows import job_from_row
@@ -242,6 +242,7 @@ class SqlAdmin:
 
     def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
                create: bool = False) -> bool:  # fmt: skip
+        kv_key(ns, key)
         with self._begin() as tx:
             if create:
                 return bool(tx.q("kv_create", ns=ns, key=key, value=value))
