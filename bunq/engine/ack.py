@@ -116,6 +116,7 @@ def fail(core: Core, lease: Lease, error: str | None, decision: FailDecision,
     ``retry`` spends the attempt and waits until ``decision.run_at``; ``delay``
     gives the attempt back; ``dlq`` moves the job to the dead-letter queue.
     """
+    duration(duration_ms, "duration_ms")
     if error is not None:
         error = storable(error, core.config.error_max)
     shard = core.route(lease.job.queue)

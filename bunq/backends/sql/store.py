@@ -325,6 +325,7 @@ class SqlBackend(SqlAdmin):
 
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip
+        duration(duration_ms, "duration_ms")
         error = None if error is None else storable(error)
         with self._begin() as tx:
             now = self.clock()
