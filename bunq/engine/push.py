@@ -64,14 +64,13 @@ def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     limit = core.max_payload
     blobs = [_blob(job, limit) for job in jobs]
     plain = len(shards) == 1
-    durable = False
     for job in jobs:
         o = job.opts
-        if o.durable:
-            durable = plain = False
-            break
-        if o.job_id is not None or o.unique_key is not None or o.depends_on or o.parent_id:
+        if (o.durable or o.job_id is not None or o.unique_key is not None or o.depends_on
+                or o.parent_id):  # fmt: skip
             plain = False
+            break
+    durable = False
     if plain:
         shard = shards.pop()
         with shard.lock:
