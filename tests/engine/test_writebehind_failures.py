@@ -262,3 +262,31 @@ def test_disk_full_non_durable_adds_are_kept_and_written_when_space_returns(
         assert all(again.get_job(j.id) is not None for j in jobs)
     finally:
         again.close()
+
+
+def test_a_full_backlog_on_an_unwritable_file_refuses_adds_at_once(tmp_path: Any) -> None:
+    """While the writer fails, adds are kept up to ``max_backlog``; past it an add is
+    refused at once (BackendUnavailable), with nothing stored, instead of piling up."""
+    path = str(tmp_path / "wb.db")
+    b = open_(path)
+    writer = b._writer
+    writer.max_backlog = 150
+    writer.conn.execute("PRAGMA query_only = 1")
+    kept = []
+    t0 = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        for i in range(1_000):
+            kept.append(add(b, f"k{i}", job_id=f"k{i}"))
+            if len(kept) == 100:
+                time.sleep(0.2)  # the writer has tried and failed by now
+    assert time.monotonic() - t0 < 5
+    refused = f"k{len(kept)}"
+    assert 100 <= len(kept) < 1_000 and b.get_job(refused) is None
+    writer.conn.execute("PRAGMA query_only = 0")
+    b.sync()
+    b.close()
+    again = on_disk(path)
+    try:
+        assert again.counts("q")[JobState.WAITING] == len(kept)
+    finally:
+        again.close()
