@@ -1,6 +1,7 @@
 """Memory engine throughput and memory; prints JSON.
 
-    python bench/engine.py [-n 100000] [--repeat 5] [--only add,bulk,process,disk,rss]
+    python bench/engine.py [-n 100000] [--repeat 5]
+                           [--only add,bulk,process,disk,durable,rss]
                            [--with-bunqueue]
 
 add      n single adds through the Backend API (``backend.add([NewJob])``), the
@@ -13,6 +14,8 @@ disk     the same on ``memory://?data=<tmp file>`` (SQLite write-behind); the
          clock stops when the last completion is committed; flush_ms_* are the
          writer's capture+commit times during the run (the loss window is
          flush_ms=10 plus one of those).
+durable  n/50 single adds with durable=True on ``memory://?data=<tmp file>``: each
+         returns once its own row is committed; adds/s and latency p50/p99 (ms).
 rss      peak RSS of a fresh subprocess holding n queued jobs (add_bulk).
 
 Payload ~100 bytes of msgpack. Each figure is the best of ``--repeat`` runs
@@ -137,6 +140,29 @@ def run_disk(n: int, batch: int, extra: dict[str, Any]) -> float:
         shutil.rmtree(d, ignore_errors=True)
 
 
+DURABLE = DEFAULT_OPTIONS.__class__.parse({"durable": True})
+
+
+def run_durable(n: int, extra: dict[str, Any]) -> float:
+    d = tempfile.mkdtemp(prefix="bunq-bench-")
+    try:
+        b = connect(f"memory://?data={d}/bench.db")
+        took = []
+        t = time.perf_counter()
+        for _ in range(n):
+            t0 = time.perf_counter()
+            b.add([NewJob("bench", "job", PAYLOAD, DURABLE)])
+            took.append(time.perf_counter() - t0)
+        dt = time.perf_counter() - t
+        b.close()
+        took.sort()
+        extra.setdefault("latency_ms_p50", []).append(round(took[len(took) // 2] * 1000, 3))
+        extra.setdefault("latency_ms_p99", []).append(round(took[len(took) * 99 // 100] * 1000, 3))
+        return n / dt
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 RSS_CHILD = """
 import resource, sys
 sys.path.insert(0, {root!r})
@@ -224,6 +250,10 @@ def main() -> None:
         extra: dict[str, Any] = {}
         out["disk_process_per_s"] = timed(lambda: run_disk(n, args.batch, extra), rep)
         out["disk_process_per_s"].update(extra)
+    if "durable" in only:
+        extra = {}
+        out["durable_add_per_s"] = timed(lambda: run_durable(max(n // 50, 100), extra), rep)
+        out["durable_add_per_s"].update(extra)
     if args.with_bunqueue:
         out["bunqueue"] = run_bunqueue(n, rep)
     out["bunqueue_reference"] = BUNQUEUE_REFERENCE

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .backends.base import Backend, Capability, check_queue_name
 from .errors import ConfigError, DuplicateJob, UnsupportedError, ValidationError
 from .job import Job, JobOptions, JobState, NewJob
+from .validate import MAX_COUNT, MAX_DURATION_MS, MAX_TIME, integer, text
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -38,7 +39,7 @@ NS = "cron"
 RECOVER_AFTER_MS = 30_000
 LIVE = frozenset({JobState.WAITING, JobState.DELAYED, JobState.ACTIVE,
                   JobState.WAITING_CHILDREN, JobState.PAUSED})  # fmt: skip
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")  # fullmatch: no trailing newline
 _FRESH: dict[str, Any] = {"next_run": None, "runs": 0, "skipped": 0, "last_run_at": None,
                           "last_job_id": None, "pending": None, "pending_at": None}  # fmt: skip
 _STATE_FIELDS = tuple(_FRESH)
@@ -214,11 +215,10 @@ def validate(s: Schedule) -> Schedule:
     :raises ConfigError: bad name, queue, timing fields or time zone.
     :raises ValidationError: bad job options or non-JSON data.
     """
-    if not isinstance(s.name, str) or not _NAME.match(s.name):
+    if not isinstance(s.name, str) or not _NAME.fullmatch(s.name):
         raise ConfigError(f"invalid schedule name {s.name!r}: 1-128 of letters, digits, _ . -")
     check_queue_name(s.queue)
-    if not isinstance(s.job_name, str) or not s.job_name or len(s.job_name) > 256:
-        raise ValidationError("job_name must be a non-empty string of at most 256")
+    text(s.job_name, "job_name")
     _check_timing(s)
     opts = dict(s.opts or {})
     if "job_id" in opts:
@@ -236,15 +236,15 @@ def _check_timing(s: Schedule) -> None:
         raise ConfigError(f"schedule {s.name!r}: give exactly one of cron= or every_ms=")
     if s.cron is not None:
         check_cron(s.cron)
-    elif isinstance(s.every_ms, bool) or not isinstance(s.every_ms, int) or s.every_ms < 1:
-        raise ConfigError("every_ms must be a positive integer (ms)")
+    else:
+        integer(s.every_ms, "every_ms", 1, MAX_DURATION_MS, ConfigError)
     _zone(s.tz)
-    for name in ("start_at", "end_at", "limit", "misfire_grace_ms"):
-        v = getattr(s, name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ConfigError(f"{name} must be a non-negative integer")
-    if s.limit is not None and s.limit < 1:
-        raise ConfigError("limit must be >= 1")
+    for name, hi in (("start_at", MAX_TIME), ("end_at", MAX_TIME),
+                     ("misfire_grace_ms", MAX_DURATION_MS)):  # fmt: skip
+        if getattr(s, name) is not None:
+            integer(getattr(s, name), name, 0, hi, ConfigError)
+    if s.limit is not None:
+        integer(s.limit, "limit", 1, MAX_COUNT, ConfigError)
     if not isinstance(s.catch_up, bool) or not isinstance(s.prevent_overlap, bool):
         raise ConfigError("catch_up and prevent_overlap must be true or false")
     if s.start_at is not None and s.end_at is not None and s.end_at < s.start_at:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from . import validate as v
 from .errors import ValidationError
 
 JobId = str
@@ -30,6 +31,18 @@ class JobState(str, enum.Enum):
     FAILED = "failed"  # in the dead-letter queue
     WAITING_CHILDREN = "waiting-children"
     PAUSED = "paused"  # waiting, in a paused queue (reported, never stored)
+
+    @classmethod
+    def parse(cls, value: object) -> JobState:
+        """Return the state named by ``value`` (a JobState or its value), else ValidationError."""
+        if isinstance(value, JobState):
+            return value
+        if type(value) is str:
+            for state in cls:
+                if state.value == value:
+                    return state
+        names = ", ".join(s.value for s in cls)
+        raise ValidationError(f"unknown job state {value!r} (one of {names})", field="state")
 
 
 class FailureReason(str, enum.Enum):
@@ -121,11 +134,13 @@ class Backoff:
     def parse(cls, value: object) -> Backoff:
         """Accept a Backoff, a number of ms (fixed), or a mapping of fields."""
         if isinstance(value, Backoff):
+            if value is not DEFAULT_BACKOFF:
+                cls.parse(value.to_dict())  # a Backoff built directly is checked too
             return value
         if isinstance(value, bool):
             raise ValidationError("backoff must be a number of ms or a mapping", field="backoff")
         if isinstance(value, int):
-            return cls("fixed", _non_negative("backoff", value))
+            return cls("fixed", v.duration(value, "backoff"))
         if isinstance(value, Mapping):
             unknown = set(value) - {"type", "delay", "cap", "jitter"}
             if unknown:
@@ -134,13 +149,17 @@ class Backoff:
             if kind not in ("fixed", "exponential"):
                 raise ValidationError(f"backoff type {kind!r} is not fixed|exponential")
             jitter = value.get("jitter", 0.0)
-            if not isinstance(jitter, (int, float)) or not 0.0 <= jitter <= 1.0:
+            if (
+                isinstance(jitter, bool)
+                or not isinstance(jitter, (int, float))
+                or not 0.0 <= jitter <= 1.0
+            ):
                 raise ValidationError("backoff jitter must be in [0, 1]", field="backoff")
             cap = value.get("cap")
             return cls(
                 kind,
-                _non_negative("backoff.delay", value.get("delay", 1000)),
-                None if cap is None else _non_negative("backoff.cap", cap),
+                v.duration(value.get("delay", 1000), "backoff.delay"),
+                None if cap is None else v.duration(cap, "backoff.cap"),
                 float(jitter),
             )
         raise ValidationError("backoff must be a number of ms or a mapping", field="backoff")
@@ -149,18 +168,9 @@ class Backoff:
         return {"type": self.type, "delay": self.delay, "cap": self.cap, "jitter": self.jitter}
 
 
-def _non_negative(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"{name} must be a non-negative integer (ms)", field=name)
-    return value
-
-
-def _opt_str(name: str, value: object, max_len: int = 256) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > max_len:
-        raise ValidationError(f"{name} must be a non-empty string of at most {max_len}", field=name)
-    return value
+def _opt_duration(o: Mapping[str, Any], name: str) -> int | None:
+    value = o.get(name)
+    return None if value is None else v.duration(value, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,47 +204,44 @@ class JobOptions:
         if unknown:
             raise ValidationError(f"unknown job options {sorted(unknown)}", options=sorted(unknown))
         o = dict(opts)
-        prio = o.get("priority", 0)
-        if isinstance(prio, bool) or not isinstance(prio, int) or abs(prio) > 2**31:
-            raise ValidationError("priority must be an integer in ±2**31", field="priority")
-        attempts = o.get("attempts", 3)
-        if (
-            isinstance(attempts, bool)
-            or not isinstance(attempts, int)
-            or not 1 <= attempts <= 10_000
-        ):
-            raise ValidationError("attempts must be an integer in [1, 10000]", field="attempts")
+        prio = v.integer(o.get("priority", 0), "priority", v.MIN_PRIORITY, v.MAX_PRIORITY)
+        attempts = v.integer(o.get("attempts", 3), "attempts", 1, v.MAX_ATTEMPTS)
         for name in ("lifo", "remove_on_complete", "remove_on_fail", "durable"):
             if not isinstance(o.get(name, False), bool):
                 raise ValidationError(f"{name} must be a bool", field=name)
         deps = o.get("depends_on", ())
-        if isinstance(deps, str) or not isinstance(deps, Sequence):
+        if isinstance(deps, (str, bytes)) or not isinstance(deps, Sequence):
             raise ValidationError("depends_on must be a list of job ids", field="depends_on")
-        try:
-            strategy = UniqueStrategy(o.get("unique_strategy", UniqueStrategy.REJECT))
-        except ValueError:
-            raise ValidationError("unique_strategy must be reject|extend|replace") from None
-        return cls(
+        if len(deps) > v.MAX_DEPENDENCIES:
+            raise ValidationError(f"depends_on holds more than {v.MAX_DEPENDENCIES} ids",
+                                  field="depends_on")  # fmt: skip
+        strategy = o.get("unique_strategy", UniqueStrategy.REJECT)
+        if not isinstance(strategy, UniqueStrategy):
+            if type(strategy) is not str or strategy not in _STRATEGIES:
+                raise ValidationError("unique_strategy must be reject|extend|replace",
+                                      field="unique_strategy")  # fmt: skip
+            strategy = _STRATEGIES[strategy]
+        out = cls(
             priority=prio,
-            delay=_non_negative("delay", o.get("delay", 0)),
+            delay=v.duration(o.get("delay", 0), "delay"),
             attempts=attempts,
-            backoff=Backoff.parse(o.get("backoff", Backoff())),
-            job_id=_opt_str("job_id", o.get("job_id")),
-            unique_key=_opt_str("unique_key", o.get("unique_key"), 1024),
+            backoff=Backoff.parse(o.get("backoff", DEFAULT_BACKOFF)),
+            job_id=v.optional_text(o.get("job_id"), "job_id"),
+            unique_key=v.optional_text(o.get("unique_key"), "unique_key", v.MAX_KEY_BYTES),
             unique_strategy=strategy,
-            unique_ttl=None
-            if o.get("unique_ttl") is None
-            else _non_negative("unique_ttl", o["unique_ttl"]),
+            unique_ttl=_opt_duration(o, "unique_ttl"),
             lifo=o.get("lifo", False),
-            ttl=None if o.get("ttl") is None else _non_negative("ttl", o["ttl"]),
-            timeout=None if o.get("timeout") is None else _non_negative("timeout", o["timeout"]),
-            depends_on=tuple(_opt_str("depends_on[]", d) or "" for d in deps),
+            ttl=_opt_duration(o, "ttl"),
+            timeout=_opt_duration(o, "timeout"),
+            depends_on=tuple(v.text(d, "depends_on[]") for d in deps),
             remove_on_complete=o.get("remove_on_complete", False),
             remove_on_fail=o.get("remove_on_fail", False),
-            group=_opt_str("group", o.get("group")),
+            group=v.optional_text(o.get("group"), "group"),
             durable=o.get("durable", False),
-            parent_id=_opt_str("parent_id", o.get("parent_id")),
+            parent_id=v.optional_text(o.get("parent_id"), "parent_id"),
         )
+        _remember_checked(out)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """Return the options as plain data (what backends persist)."""
@@ -249,8 +256,42 @@ class JobOptions:
         }  # fmt: skip
 
 
+DEFAULT_BACKOFF = Backoff()
 DEFAULT_OPTIONS = JobOptions()
 _OPTION_NAMES = frozenset(f.name for f in fields(JobOptions))
+_STRATEGIES = {s.value: s for s in UniqueStrategy}
+
+# Options objects that passed parse(), by identity (holding the object, so an id is
+# never reused while cached): jobs share option objects, so a backend re-checking a
+# job's options costs one dict lookup.
+_CHECKED: dict[int, JobOptions] = {}
+
+
+def _remember_checked(opts: JobOptions) -> None:
+    if len(_CHECKED) >= 4096:
+        _CHECKED.clear()
+    _CHECKED[id(opts)] = opts
+
+
+_remember_checked(DEFAULT_OPTIONS)
+
+
+def check_options(opts: object) -> JobOptions:
+    """Return ``opts`` if it is a JobOptions whose every value is within bounds.
+
+    Options built by :meth:`JobOptions.parse` pass at once; one built directly
+    (``JobOptions(delay=10**30)``) is checked field by field, as parse would.
+    """
+    if _CHECKED.get(id(opts)) is opts:
+        return opts  # type: ignore[return-value]
+    if not isinstance(opts, JobOptions):
+        raise ValidationError("job options must be a JobOptions", field="opts")
+    if not isinstance(opts.backoff, Backoff):
+        raise ValidationError("backoff must be a Backoff", field="backoff")
+    JobOptions.parse(opts.to_dict())
+    _remember_checked(opts)
+    return opts
+
 
 # -------------------------------------------------------------------------- jobs
 
@@ -287,6 +328,23 @@ class NewJob:
     data: Any
     opts: JobOptions
     id: JobId = field(default_factory=new_job_id)
+
+
+def check_new_jobs(jobs: Sequence[NewJob]) -> None:
+    """Validate what a backend is asked to admit (every backend calls this first).
+
+    Queue names raise ConfigError; the job name, id and options ValidationError.
+    The payload is checked where it is encoded (:func:`bunq.codec.pack`).
+    """
+    for job in jobs:
+        if type(job) is not NewJob and not isinstance(job, NewJob):
+            raise ValidationError("jobs must be NewJob values", field="jobs")
+        v.queue_name(job.queue)
+        v.text(job.name, "name")
+        v.text(job.id, "id")
+        opts = job.opts
+        if _CHECKED.get(id(opts)) is not opts:
+            check_options(opts)
 
 
 @dataclass(frozen=True, slots=True)

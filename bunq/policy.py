@@ -11,7 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from .errors import ValidationError
 from .job import Backoff, FailureReason, Job
+from .validate import MAX_DURATION_MS, MAX_TIME
 
 DEFAULT_MAX_STALLS = 3
 
@@ -29,6 +31,12 @@ class FailDecision:
     run_at: int
     reason: FailureReason
 
+    def __post_init__(self) -> None:
+        run_at = self.run_at
+        if type(run_at) is not int or not 0 <= run_at <= MAX_TIME:
+            raise ValidationError(f"run_at must be an integer in [0, {MAX_TIME}]",
+                                  field="run_at")  # fmt: skip
+
     @property
     def is_dead(self) -> bool:
         return self.kind == "dlq"
@@ -39,13 +47,13 @@ def backoff_delay(backoff: Backoff, attempt: int, rand: Callable[[], float] = ra
 
     Fixed: ``delay``. Exponential: ``min(delay * 2**(attempt-1), cap)``.
     With ``jitter`` j the result is scaled by a factor in ``[1 - j, 1]``.
+    Never more than ``MAX_DURATION_MS`` (100 years), so the retry time fits every store.
     """
     if backoff.type == "fixed":
         base = backoff.delay
     else:
         base = backoff.delay * (1 << min(max(attempt - 1, 0), 40))
-    if backoff.cap is not None:
-        base = min(base, backoff.cap)
+    base = min(base, MAX_DURATION_MS if backoff.cap is None else backoff.cap)
     if backoff.jitter:
         base = int(base * (1.0 - backoff.jitter * rand()))
     return base
@@ -69,14 +77,21 @@ def decide_failure(
     :param give_back_attempt: DelayedError: reschedule without spending an attempt.
     """
     if give_back_attempt:
-        return FailDecision("delay", now + max(delay_ms or 0, 0), reason)
+        return FailDecision("delay", now + _bounded(delay_ms or 0), reason)
     if unrecoverable:
         return FailDecision("dlq", now, FailureReason.EXPLICIT_FAIL)
     if job.attempts >= job.opts.attempts:
         final = reason if reason is FailureReason.TIMEOUT else FailureReason.MAX_ATTEMPTS_EXCEEDED
         return FailDecision("dlq", now, final)
     wait = delay_ms if delay_ms is not None else backoff_delay(job.opts.backoff, job.attempts)
-    return FailDecision("retry", now + max(wait, 0), reason)
+    return FailDecision("retry", now + _bounded(wait), reason)
+
+
+def _bounded(wait_ms: object) -> int:
+    """A handler-chosen or computed wait in ms, within [0, MAX_DURATION_MS] (not a number: 0)."""
+    if isinstance(wait_ms, bool) or not isinstance(wait_ms, (int, float)) or wait_ms != wait_ms:
+        return 0
+    return int(min(max(wait_ms, 0), MAX_DURATION_MS))
 
 
 def decide_stall(attempts: int, max_attempts: int, stalls: int, max_stalls: int) -> bool:

@@ -125,7 +125,7 @@ class Queue:
         return job.state
 
     def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
-        return self.backend.get_jobs(self.name, JobState(state), offset, limit)
+        return self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
 
     def counts(self) -> dict[str, int]:
         """Return job counts keyed by JobState values (every state present)."""
@@ -152,7 +152,7 @@ class Queue:
     def clean(self, grace_ms: int = 0, limit: int = 1000,
               state: JobState | str = JobState.COMPLETED) -> list[JobId]:  # fmt: skip
         """Remove up to ``limit`` jobs in ``state`` older than ``grace_ms``; return their ids."""
-        return self.backend.clean(self.name, grace_ms, limit, JobState(state))
+        return self.backend.clean(self.name, grace_ms, limit, JobState.parse(state))
 
     def obliterate(self, force: bool = False) -> None:
         """Remove the queue and all its jobs (``force`` also removes active ones)."""
@@ -191,9 +191,5 @@ def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:
     known = {f.name for f in fields(QueueLimits)}
     if set(changes) - known:
         raise ConfigError(f"unknown limits {sorted(set(changes) - known)}")
-    for key, value in changes.items():
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            raise ConfigError(f"{key} must be a non-negative integer or None")
+    # every value is checked by QueueLimits itself (bunq.queueconfig)
     return QueueLimits(**{**{f: getattr(limits, f) for f in known}, **changes})

@@ -27,6 +27,7 @@ from .errors import BackendError, BunqError, ConfigError
 from .execution import Handler, Outcome, is_async, run_async, run_sync, settle, settle_many
 from .job import FailureReason, Lease
 from .policy import FailDecision
+from .validate import MAX_DURATION_MS, duration, integer, text
 
 log = logging.getLogger("bunq.worker")
 
@@ -39,6 +40,9 @@ class _Held:
         self.leases: dict[str, Lease] = {}
         self.started: dict[str, float] = {}
         self.timed_out: set[str] = set()
+
+
+MAX_CONCURRENCY = 100_000  # jobs at once, or per lease call
 
 
 class Worker:
@@ -61,8 +65,14 @@ class Worker:
                  owner: str | None = None, health_file: str | None = None) -> None:  # fmt: skip
         if not callable(handler):
             raise ConfigError("handler must be callable")
-        if concurrency < 1 or lease_ms < 100:
-            raise ConfigError("concurrency must be >= 1 and lease_ms >= 100")
+        integer(concurrency, "concurrency", 1, MAX_CONCURRENCY, ConfigError)
+        integer(lease_ms, "lease_ms", 100, MAX_DURATION_MS, ConfigError)
+        if batch is not None:
+            integer(batch, "batch", 1, MAX_CONCURRENCY, ConfigError)
+        duration(idle_wait_ms, "idle_wait_ms", ConfigError)
+        integer(sweep_interval_ms, "sweep_interval_ms", 1, MAX_DURATION_MS, ConfigError)
+        if owner is not None:
+            text(owner, "owner", 512, ConfigError)
         self.queue = check_queue_name(queue)
         self.handler = handler
         self.backend, self._owned = resolve(backend)

@@ -18,23 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigError, UnsupportedError
+from ..errors import UnsupportedError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle
 from ..policy import FailDecision
+from ..queueconfig import DlqConfig as DlqConfig  # model value types, re-exported
+from ..queueconfig import QueueLimits as QueueLimits
+from ..validate import QUEUE_NAME_PATTERN, queue_name
 
 Clock = Callable[[], int]
 
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
-
-
-def check_queue_name(name: object) -> str:
-    """Return ``name`` if it is a valid queue name, else raise ConfigError."""
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
-        raise ConfigError(
-            f"invalid queue name {name!r}: 1-128 chars of letters, digits, _ . : -, "
-            "starting with a letter or digit"
-        )
-    return name
+QUEUE_NAME = re.compile(QUEUE_NAME_PATTERN)  # use .fullmatch (``$`` matches before a newline)
+check_queue_name = queue_name  # the model's check (bunq.validate), re-exported
 
 
 class Capability(str, enum.Enum):
@@ -78,41 +72,6 @@ class SweepResult:
     ttl_expired: int = 0
     dlq_retried: int = 0
     dlq_dropped: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class DlqConfig:
-    """Per-queue dead-letter settings.
-
-    :param auto_retry: move entries back to waiting every ``auto_retry_interval`` ms
-        (during sweep), at most ``max_auto_retries`` times per entry.
-    :param max_age: drop entries older than this (ms), ``None`` keeps them.
-    :param max_entries: keep at most this many entries (oldest dropped first).
-    """
-
-    auto_retry: bool = False
-    auto_retry_interval: int = 60_000
-    max_auto_retries: int = 3
-    max_age: int | None = 7 * 24 * 3600 * 1000
-    max_entries: int = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class QueueLimits:
-    """Per-queue admission limits for leases (0 or None = unlimited).
-
-    :param rate_max: at most this many leases per ``rate_duration`` ms.
-    :param concurrency: at most this many active jobs.
-    :param group_concurrency: at most this many active jobs per FIFO group.
-    :param group_rate_max: at most this many leases per group per ``group_rate_duration`` ms.
-    """
-
-    rate_max: int | None = None
-    rate_duration: int = 1000
-    concurrency: int | None = None
-    group_concurrency: int | None = None
-    group_rate_max: int | None = None
-    group_rate_duration: int = 1000
 
 
 @runtime_checkable

@@ -24,12 +24,13 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from ..errors import BunqError, ConfigError
-from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, now_ms
+from ..errors import BunqError, ConfigError, ValidationError
+from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..server.link import Link
 from ..server.shapes import dlq_from_bq, job_from_bq, options_to_wire
+from ..validate import page
 from .base import Capability, Clock, DlqConfig, QueueLimits, SweepResult
 from .urls import redact
 
@@ -76,14 +77,21 @@ class _Adds:
     def _send(self, batch: list[_Item]) -> None:
         try:
             reply = self._link.call({"cmd": "BqAdd", "groups": [i.rows for i in batch]})
+        except ValidationError as exc:
+            if len(batch) > 1:  # one caller's data refused the whole frame: each on its own
+                for item in batch:
+                    self._send([item])
+                return
+            batch[0].error = exc
+        except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
+            for item in batch:
+                item.error = exc
+        else:
             for item, res in zip(batch, reply["results"], strict=False):
                 if res.get("ok") is True:
                     item.jobs = res["jobs"]
                 else:
                     item.error = error_from_reply(res)
-        except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
-            for item in batch:
-                item.error = exc
         for item in batch:
             item.done.set()
 
@@ -189,6 +197,7 @@ class RemoteBackend:
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         if not jobs:
             return []
+        check_new_jobs(jobs)
         rows = [[j.id, j.queue, j.name, j.data, options_to_wire(j.opts)] for j in jobs]
         return [job_from_bq(r) for r in self._adds.submit(rows)]
 
@@ -243,8 +252,9 @@ class RemoteBackend:
         return None if row is None else job_from_bq(row)
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
+        offset, limit = page(offset, limit)  # null would mean "the default" on the wire
         reply = self._read(
-            "BqGetJobs", queue=queue, state=JobState(state).value, offset=offset, limit=limit
+            "BqGetJobs", queue=queue, state=JobState.parse(state).value, offset=offset, limit=limit
         )
         return [job_from_bq(r) for r in reply["jobs"]]
 
@@ -273,7 +283,7 @@ class RemoteBackend:
 
     def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
         reply = self._call(
-            "Clean", queue=queue, grace=grace_ms, limit=limit, state=JobState(state).value
+            "Clean", queue=queue, grace=grace_ms, limit=limit, state=JobState.parse(state).value
         )
         return list(reply["ids"])
 
@@ -299,6 +309,7 @@ class RemoteBackend:
 
     # -- dead-letter queue -------------------------------------------------------------
     def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
+        offset, limit = page(offset, limit)
         reply = self._read("BqDlq", queue=queue, limit=limit, offset=offset)
         return [dlq_from_bq(e) for e in reply["entries"]]
 

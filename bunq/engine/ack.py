@@ -14,6 +14,7 @@ from typing import Any
 
 from ..job import Attempt, Lease, Settle
 from ..policy import FailDecision
+from ..validate import duration, storable
 from .core import Core, encode
 from .record import ACTIVE, CHILDREN, Rec
 from .shard import Shard
@@ -115,8 +116,9 @@ def fail(core: Core, lease: Lease, error: str | None, decision: FailDecision,
     ``retry`` spends the attempt and waits until ``decision.run_at``; ``delay``
     gives the attempt back; ``dlq`` moves the job to the dead-letter queue.
     """
+    duration(duration_ms, "duration_ms")
     if error is not None:
-        error = str(error)[: core.config.error_max]
+        error = storable(error, core.config.error_max)
     shard = core.route(lease.job.queue)
     with shard.lock:
         now = core.clock()
@@ -147,6 +149,7 @@ def fail(core: Core, lease: Lease, error: str | None, decision: FailDecision,
 def extend(core: Core, lease: Lease, lease_ms: int) -> Settle:
     """Push the lease's expiry to now + ``lease_ms`` under the fence."""
     shard = core.route(lease.job.queue)
+    duration(lease_ms, "lease_ms")
     with shard.lock:
         rec = _fenced(shard, lease)
         if rec is None:

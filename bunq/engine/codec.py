@@ -13,9 +13,9 @@ from typing import Any
 
 import msgpack
 
-from ..backends.base import DlqConfig, QueueLimits
 from ..codec import options_from_blob
 from ..job import Attempt, FailureReason, JobState
+from ..queueconfig import DlqConfig, QueueLimits, from_stored
 from .record import Rec
 
 SCHEMA_VERSION = 1
@@ -96,7 +96,7 @@ def limits_blob(limits: QueueLimits | None) -> bytes | None:
 
 def limits_from(blob: bytes | None) -> QueueLimits | None:
     """Decode queue limits."""
-    return None if blob is None else QueueLimits(*msgpack.unpackb(blob))
+    return None if blob is None else from_stored(QueueLimits, *msgpack.unpackb(blob))
 
 
 def dlq_blob(cfg: DlqConfig) -> bytes:
@@ -108,4 +108,4 @@ def dlq_blob(cfg: DlqConfig) -> bytes:
 
 def dlq_from(blob: bytes | None) -> DlqConfig:
     """Decode DLQ settings."""
-    return DlqConfig() if blob is None else DlqConfig(*msgpack.unpackb(blob))
+    return DlqConfig() if blob is None else from_stored(DlqConfig, *msgpack.unpackb(blob))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from .._core import shard_count
 from ..errors import ConfigError
 from ..policy import DEFAULT_MAX_STALLS
+from ..validate import MAX_ATTEMPTS, integer
 
 MAX_SHARDS = 64
 
@@ -61,6 +62,7 @@ class EngineConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.stall_phases not in (1, 2):
+        integer(self.max_stalls, "max_stalls", 0, MAX_ATTEMPTS, ConfigError)
+        if self.stall_phases not in (1, 2) or isinstance(self.stall_phases, bool):
             raise ConfigError(f"stall_phases must be 1 or 2, got {self.stall_phases!r}")
         return replace(self, shards=n)

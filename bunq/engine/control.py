@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..backends.base import QueueLimits
 from ..errors import ConfigError
 from ..job import JobId, JobState
+from ..validate import MAX_LIMIT, duration, integer, kv_key
 from .core import Core
 from .record import CHILDREN, WAITING, Rec
 
@@ -58,15 +59,17 @@ def clean(core: Core, queue: str, grace_ms: int, limit: int, state: JobState) ->
 
     :raises ConfigError: ``state`` is active, waiting-children or paused.
     """
+    state = JobState.parse(state)
     if state in (JobState.ACTIVE, JobState.WAITING_CHILDREN, JobState.PAUSED):
         raise ConfigError(f"clean does not remove {state.value} jobs")
     shard = core.route(queue)
+    grace_ms, limit = duration(grace_ms, "grace_ms"), integer(limit, "limit", 0, MAX_LIMIT)
     with shard.lock:
         q = shard.queues.get(queue)
         if q is None:
             return []
         now = core.clock()
-        before = now - max(grace_ms, 0)
+        before = now - grace_ms
         recs: list[Rec]
         if state is JobState.COMPLETED or state is JobState.FAILED:
             source = q.completed if state is JobState.COMPLETED else q.dlq
@@ -133,6 +136,7 @@ def kv_get(core: Core, ns: str, key: str) -> bytes | None:
 def kv_put(core: Core, ns: str, key: str, value: bytes, expected: bytes | None = None,
            create: bool = False) -> bool:  # fmt: skip
     """Compare-and-set ``value``; ``create`` writes only if absent. Return whether written."""
+    kv_key(ns, key)  # what the write-behind can store
     with core.kv_lock:
         space = core.kv.get(ns)
         current = None if space is None else space.get(key)

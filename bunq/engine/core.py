@@ -42,6 +42,19 @@ class Store(Protocol):
         """Hint that many changes are waiting (flush soon)."""
         ...
 
+    def admit(self) -> None:
+        """Backpressure before an add; raise (nothing stored) if the file cannot be written."""
+        ...
+
+    def commit_held(self, shards: list[Shard]) -> None:
+        """Commit the pending changes of ``shards`` now (caller holds ``wlock`` and their locks)."""
+        ...
+
+    @property
+    def wlock(self) -> threading.Lock:
+        """Serialises capture + commit; taken before any shard lock."""
+        ...
+
 
 def encode(value: Any, what: str, limit: int) -> bytes:
     """Encode ``value`` as msgpack; the same errors as the SQL backends.

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from ..backends.base import DlqConfig
 from ..job import DlqEntry, FailureReason, JobId
+from ..validate import page
 from .core import Core
 from .qstate import QueueState
+from .query import MAX_PAGE
 from .record import Rec, snapshot
 from .shard import Shard
 
@@ -33,6 +35,7 @@ def revive(shard: Shard, q: QueueState, rec: Rec, now: int, auto: bool) -> None:
 def dlq_list(core: Core, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
     """Return entries newest first, each with reason, last error and attempt history."""
     shard = core.route(queue)
+    offset, limit = page(offset, limit)
     with shard.lock:
         q = shard.queues.get(queue)
         if q is None:
@@ -40,7 +43,7 @@ def dlq_list(core: Core, queue: str, limit: int = 100, offset: int = 0) -> list[
         now = core.clock()
         recs = sorted(q.dlq.values(), key=lambda r: (-(r.dlq_at or 0), -r.signed_seq()))
         out = []
-        for rec in recs[max(offset, 0) : max(offset, 0) + max(limit, 0)]:
+        for rec in recs[offset : offset + min(limit, MAX_PAGE)]:
             job = snapshot(rec, now, history=True)
             out.append(DlqEntry(job, rec.reason or FailureReason.UNKNOWN, rec.error,
                                 job.history, rec.dlq_at or 0, rec.dlq_retries))  # fmt: skip

@@ -19,6 +19,7 @@ import os
 import msgpack
 
 from ..job import Lease
+from ..validate import lease_args
 from .core import Core
 from .record import ACTIVE, make_job, make_lease
 
@@ -31,6 +32,7 @@ def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> lis
     Every lease of one call shares a token; the fence is (token, attempt).
     """
     shard = core.route(queue)
+    lease_args(n, lease_ms, owner)
     if n <= 0:
         return []
     token = os.urandom(16).hex()

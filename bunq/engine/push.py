@@ -20,8 +20,8 @@ from typing import Any
 
 import msgpack
 
-from ..errors import DependencyError, DuplicateJob, ValidationError
-from ..job import Job, NewJob, UniqueStrategy
+from ..errors import DependencyError, DuplicateJob
+from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
 from .core import Core, encode, paused_gc
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, make_job, snapshot
 from .shard import Shard, UniqueKey
@@ -40,13 +40,17 @@ def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     :raises DuplicateJob: a unique key is held (strategy reject).
     :raises DependencyError: an unknown dependency or a job depending on itself.
     """
+    check_new_jobs(jobs)
+    if not jobs:
+        return []
+    if core.store is not None:
+        core.store.admit()  # backpressure first: a refused add has changed nothing
     if len(jobs) == 1:
         job = jobs[0]
         o = job.opts
-        if o.job_id is None and o.unique_key is None and not o.depends_on and not o.parent_id:
+        if (o.job_id is None and o.unique_key is None and not o.depends_on
+                and not o.parent_id and not o.durable):  # fmt: skip
             return _add_single(core, job)
-    elif not jobs:
-        return []
     if len(jobs) < BULK:
         return _add_many(core, jobs)
     with paused_gc():
@@ -62,9 +66,11 @@ def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     plain = len(shards) == 1
     for job in jobs:
         o = job.opts
-        if o.job_id is not None or o.unique_key is not None or o.depends_on or o.parent_id:
+        if (o.durable or o.job_id is not None or o.unique_key is not None or o.depends_on
+                or o.parent_id):  # fmt: skip
             plain = False
             break
+    durable = False
     if plain:
         shard = shards.pop()
         with shard.lock:
@@ -78,13 +84,11 @@ def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
             else:
                 out = _insert_all(shard, jobs, blobs, now)
     else:
-        out = _add_locked(core, jobs, blobs)
+        durable = any(job.opts.durable for job in jobs)
+        out = _add_locked(core, jobs, blobs, durable)
     store = core.store
-    if store is not None:
-        if any(job.opts.durable for job in jobs):
-            store.sync()
-        else:
-            store.kick()
+    if store is not None and not durable:
+        store.kick()
     return out
 
 
@@ -99,18 +103,12 @@ def _add_single(core: Core, job: NewJob) -> list[Job]:
         out = [_insert(shard, job, blob, now)]
     store = core.store
     if store is not None:
-        if job.opts.durable:
-            store.sync()
-        else:
-            store.kick()
+        store.kick()
     return out
 
 
 def _blob(job: NewJob, limit: int) -> bytes:
-    """Validate the job's name and encode its data (the SQL backends' errors)."""
-    name = job.name
-    if not isinstance(name, str) or not name or len(name) > 256:
-        raise ValidationError("job name must be a non-empty string of at most 256")
+    """Encode the job's data (the SQL backends' errors)."""
     try:
         blob: bytes = _packb(job.data)
     except (TypeError, ValueError, OverflowError):
@@ -209,8 +207,15 @@ def _insert_all(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: i
     return out
 
 
-def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[Job]:
-    # Lookups involved: lock every shard touched (ascending), then xlock; undo on error.
+def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes],
+                durable: bool = False) -> list[Job]:  # fmt: skip
+    """Lookups involved: lock every shard touched (ascending), then xlock; undo on error.
+
+    ``durable``: the write-behind's ``wlock`` is taken first and the touched
+    shards' changes are committed before any lock is let go, so no one sees
+    the jobs before they are on disk; a failed commit undoes the whole call.
+    """
+    store = core.store if durable else None
     while True:
         wanted = {core.route(job.queue).index for job in jobs}
         for job in jobs:
@@ -219,6 +224,8 @@ def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[
                 if found is not None:
                     wanted.add(found[0].index)
         with ExitStack() as stack:
+            if store is not None:
+                stack.enter_context(store.wlock)
             for index in sorted(wanted):
                 stack.enter_context(core.shards[index].lock)
             stack.enter_context(core.xlock)
@@ -229,11 +236,14 @@ def _add_locked(core: Core, jobs: Sequence[NewJob], blobs: list[bytes]) -> list[
                 core.shards[index].promote(now)
             undo: Undo = []
             try:
-                return [_admit(core, core.route(job.queue), job, blob, now, undo)
-                        for job, blob in zip(jobs, blobs, strict=True)]  # fmt: skip
+                out = [_admit(core, core.route(job.queue), job, blob, now, undo)
+                       for job, blob in zip(jobs, blobs, strict=True)]  # fmt: skip
+                if store is not None:
+                    store.commit_held([core.shards[i] for i in sorted(wanted)])
             except BaseException:
                 _rollback(core, undo, now)
                 raise
+            return out
 
 
 def _still_covered(core: Core, jobs: Sequence[NewJob], wanted: set[int]) -> bool:

@@ -8,6 +8,7 @@ from typing import Any
 from ..codec import unpack
 from ..errors import JobNotFound, ValidationError
 from ..job import Job, JobId, JobState
+from ..validate import page, storable
 from .core import Core
 from .record import CHILDREN, COMPLETED, WAITING, Rec, snapshot
 from .shard import Shard
@@ -47,8 +48,9 @@ def get_jobs(core: Core, queue: str, state: JobState, offset: int = 0,
     time; completed/failed: most recently finished first. O(jobs in the shard).
     """
     shard = core.route(queue)
-    start = max(offset, 0)
-    stop = start + max(min(limit, MAX_PAGE), 0)
+    state = JobState.parse(state)
+    start, limit = page(offset, limit)
+    stop = start + min(limit, MAX_PAGE)
     with shard.lock:
         q = shard.queues.get(queue)
         if q is None:
@@ -143,6 +145,7 @@ def add_log(core: Core, job_id: JobId, line: str) -> None:
     if not isinstance(line, str):
         raise ValidationError("a log line must be a string", field="line")
     cfg = core.config
+    line = storable(line, cfg.log_line_max)
 
     def append(shard: Shard, rec: Rec) -> bool:
         with core.xlock:
@@ -150,7 +153,7 @@ def add_log(core: Core, job_id: JobId, line: str) -> None:
             if lines is None:
                 lines = []
                 core.logs.put(job_id, lines)
-            lines.append(line[: cfg.log_line_max])
+            lines.append(line)
             if len(lines) > cfg.log_lines_max:
                 del lines[: len(lines) - cfg.log_lines_max]
         return True

@@ -3,27 +3,34 @@
 The engine notes changed records in each shard's ``dirty`` map (id ->
 record, or None once removed; a record changed twice in one window is
 written once). The writer thread wakes every ``flush_ms`` (or at once when
-``flush_changes`` changes are pending, or a durable add asks), takes each
-shard's lock just long enough to encode its dirty rows, then writes them all
-in ONE transaction outside the engine's locks. WAL, ``synchronous=NORMAL``:
-a committed batch survives a process crash.
+``flush_changes`` changes are pending), takes each shard's lock just long
+enough to encode its dirty rows, then writes them all in ONE transaction
+outside the engine's locks. WAL, ``synchronous=NORMAL``: a committed batch
+survives a process crash.
 
-Loss window: a change that was acknowledged but not yet committed is lost if
-the process dies; that is at most ``flush_ms`` (10 ms) plus one flush's
-duration of changes. ``durable=True`` adds, and :meth:`WriteBehind.sync`,
-wait for the commit that covers them.
+Nothing captured is dropped: a batch owns the changes it took until they
+are committed; if an encode or the commit fails they go back to the dirty
+maps (unless newer changes superseded them), the failure is logged, and
+the writer retries with backoff. A record that cannot be encoded at all
+(admission validation makes that a bug) stays in memory, is logged, and
+makes :meth:`WriteBehind.sync` raise; the rest of the batch commits.
 
-A batch that fails to commit is put back (unless newer changes superseded
-it) and retried with backoff; ``sync`` gives up with BackendUnavailable
-after ``sync_timeout_s``.
+Loss window: a non-durable change that was acknowledged but not yet
+committed is lost if the process dies (``docs/engine.md`` gives the bound).
+A ``durable=True`` add commits its own rows before it returns, under the
+locks of the shards it touched (:meth:`WriteBehind.commit_held`), so no
+one sees the job before it is on disk; if the commit fails the add is
+undone and raises, and nothing is stored.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections import deque
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import apsw
@@ -37,14 +44,25 @@ from .record import COMPLETED, Rec
 
 if TYPE_CHECKING:
     from .core import Core
-    from .shard import Shard
+    from .shard import Shard, UniqueKey
+
+    Dirty = dict[str, Rec | None]
+    DirtyUnique = dict[UniqueKey, list[object] | None]
+
+log = logging.getLogger("bunq.engine")
 
 
 class Batch:
-    """Rows captured from the engine for one transaction."""
+    """Rows captured from the engine for one transaction.
+
+    The changes a batch captured (``taken``) belong to it until the commit:
+    on any failure, of an encode or of the commit, they go back into their
+    shards' dirty maps (unless newer changes superseded them). Records that
+    cannot be encoded (``held``) are kept dirty and reported; the rest commits.
+    """
 
     __slots__ = ("inserts", "updates", "deletes", "uniq_put", "uniq_del", "queue_put",
-                 "queue_del", "kv_put", "kv_del", "recs", "size")  # fmt: skip
+                 "queue_del", "kv_put", "kv_del", "taken", "kv_taken", "held", "size")  # fmt: skip
 
     def __init__(self) -> None:
         self.inserts: list[tuple[Any, ...]] = []
@@ -56,7 +74,9 @@ class Batch:
         self.queue_del: list[tuple[str]] = []
         self.kv_put: list[tuple[str, str, bytes]] = []
         self.kv_del: list[tuple[str, str]] = []
-        self.recs: list[tuple[Shard, str, Rec | None]] = []  # for a retry after failure
+        self.taken: list[tuple[Shard, Dirty, DirtyUnique, set[str]]] = []
+        self.kv_taken: set[tuple[str, str]] = set()
+        self.held: list[tuple[Shard, str, Rec, BaseException]] = []
         self.size = 0
 
 
@@ -66,6 +86,10 @@ class WriteBehind:
     :param core: the engine whose changes are written.
     :param conn: an open apsw connection on the data file (schema in place).
     :param lock: the held :class:`FileLock` (released by :meth:`close`).
+
+    ``wlock`` serialises capture + commit: the writer thread's flushes and the
+    commits of durable adds, so rows reach the file in the order they changed.
+    Lock order: ``wlock``, then shard locks (ascending), then ``xlock``.
     """
 
     def __init__(self, core: Core, conn: apsw.Connection, lock: FileLock, *,
@@ -78,10 +102,13 @@ class WriteBehind:
         self.flush_changes = max(flush_changes, 1)
         self.max_backlog = max(max_backlog, self.flush_changes)
         self.sync_timeout_s = sync_timeout_s
+        self.wlock = threading.Lock()
         self.cv = threading.Condition()
         self.started = 0  # flush cycles begun
         self.committed = 0  # flush cycles whose transaction committed
-        self.failures = 0
+        self.failures = 0  # flush cycles that failed (their changes were kept)
+        self.failing = False  # the last flush failed: the file cannot be written now
+        self.unwritable = 0  # records kept in memory because they cannot be encoded
         self.last_error: BaseException | None = None
         self.flushes = 0
         self.rows = 0
@@ -93,20 +120,46 @@ class WriteBehind:
         self._thread.start()
 
     # -- engine side -----------------------------------------------------------------------
-    def kick(self) -> None:
-        """Start a flush if ``flush_changes`` changes are pending; block past ``max_backlog``.
-
-        The backlog bound is the write-behind's backpressure: a producer that
-        outruns the disk waits for the next commit, so the loss window stays
-        bounded by ``flush_ms`` plus the time to write ``max_backlog`` rows.
-        """
-        pending = 0
+    def pending(self) -> int:
+        """Changes noted and not yet captured by a flush (a racy count)."""
+        n = 0
         for shard in self.core.shards:
             dirty = shard.dirty
             if dirty is not None:
-                pending += len(dirty)
-        if pending >= self.max_backlog:
-            self.sync()
+                n += len(dirty)
+        return n
+
+    def admit(self) -> None:
+        """Backpressure before an add: wait while ``max_backlog`` changes are pending.
+
+        The add has not changed anything yet, so a refusal stores nothing.
+
+        :raises BackendUnavailable: the file cannot be written (at once when the
+            last flush failed, else after ``sync_timeout_s``).
+        """
+        if self.pending() < self.max_backlog:
+            return
+        if self.failing:
+            raise BackendUnavailable(f"write-behind cannot write {self.path}: "
+                                     f"{self.last_error}; nothing was added")  # fmt: skip
+        self.sync()
+
+    def kick(self) -> None:
+        """Start a flush if ``flush_changes`` changes are pending; wait past ``max_backlog``.
+
+        The wait is the write-behind's backpressure: a producer that outruns
+        the disk waits for the next commit, so the loss window stays bounded
+        by ``flush_ms`` plus the time to write ``max_backlog`` rows. The
+        caller's change is already made, so a commit that does not come in
+        time is not an error here (the change stays pending and is reported
+        by :meth:`sync`).
+        """
+        pending = self.pending()
+        if pending >= self.max_backlog and not self.failing:
+            try:
+                self.sync()
+            except BackendError:
+                pass
         elif pending >= self.flush_changes and not self._wake.is_set():
             self._wake.set()
 
@@ -114,6 +167,7 @@ class WriteBehind:
         """Return once every change noted before this call is committed.
 
         :raises BackendUnavailable: the writer could not commit in time.
+        :raises BackendError: some changes cannot be encoded (kept in memory).
         """
         with self.cv:
             ticket = self.started + 1
@@ -123,9 +177,41 @@ class WriteBehind:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closing and not self._thread.is_alive():
                     raise BackendUnavailable(
-                        f"write-behind could not commit to {self.lock.path[:-5]}: "
-                        f"{self.last_error!r}")  # fmt: skip
+                        f"write-behind could not commit to {self.path}: {self.last_error!r}"
+                    )
                 self.cv.wait(min(left, 0.5))
+            if self.unwritable:
+                raise BackendError(f"write-behind keeps {self.unwritable} changes it cannot "
+                                   f"encode: {self.last_error!r}")  # fmt: skip
+
+    def commit_held(self, shards: list[Shard]) -> None:
+        """Commit every pending change of ``shards`` now (a durable add).
+
+        The caller holds ``wlock`` and the locks of ``shards`` (so nothing it
+        admitted is visible until this returns). On failure the changes go
+        back to the shards' dirty maps and the error is raised, for the caller
+        to undo its own admission.
+
+        :raises BackendUnavailable: the file cannot be written (disk full...).
+        :raises BackendError: a record of the batch cannot be encoded.
+        """
+        batch = Batch()
+        try:
+            for shard in shards:
+                self._capture_shard(shard, batch)
+            if batch.held:
+                raise BackendError(f"cannot encode job {batch.held[0][1]}: "
+                                   f"{batch.held[0][3]!r}") from batch.held[0][3]  # fmt: skip
+            if batch.size:
+                self._write(batch)
+        except BaseException:
+            self._restore(batch, locked=True)
+            raise
+        self._done(batch, time.perf_counter(), locked=True)
+
+    @property
+    def path(self) -> str:
+        return self.lock.path[:-5]
 
     def close(self) -> None:
         """Flush what is pending, stop the writer, close the file, release the lock."""
@@ -141,7 +227,7 @@ class WriteBehind:
 
     # -- writer thread --------------------------------------------------------------------
     def _run(self) -> None:
-        backoff = 0.1
+        backoff = 0.05
         while True:
             self._wake.wait(self.flush_s)
             self._wake.clear()
@@ -151,15 +237,23 @@ class WriteBehind:
                 cycle = self.started
             try:
                 self.flush()
-            except Exception as exc:  # noqa: BLE001 - retried; sync() reports it
+            except Exception as exc:  # noqa: BLE001 - kept and retried; sync() reports it
                 self.failures += 1
+                if not self.failing or repr(exc) != repr(self.last_error):
+                    log.error("write-behind flush to %s failed (changes kept, retrying): %s",
+                              self.path, exc)  # fmt: skip
+                self.failing = True
                 self.last_error = exc
                 if closing:
                     return
-                time.sleep(min(backoff, 30.0))
-                backoff *= 2
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
                 continue
-            backoff = 0.1
+            if self.failing:
+                log.warning("write-behind to %s recovered after %d failed flushes",
+                            self.path, self.failures)  # fmt: skip
+            self.failing = False
+            backoff = 0.05
             with self.cv:
                 self.committed = cycle
                 self.cv.notify_all()
@@ -167,25 +261,44 @@ class WriteBehind:
                 return
 
     def flush(self) -> int:
-        """Capture every pending change and commit it in one transaction; return rows."""
-        t0 = time.perf_counter()
-        batch = self._capture()
-        if not batch.size:
-            return 0
-        try:
-            self._write(batch)
-        except BaseException:
-            self._restore(batch)
-            raise
-        self.flushes += 1
-        self.rows += batch.size
-        took = time.perf_counter() - t0
-        self.max_flush_s = max(self.max_flush_s, took)
-        self.flush_times.append(took)
-        return batch.size
+        """Capture every pending change and commit it in one transaction; return rows.
 
-    def _capture(self) -> Batch:
-        batch = Batch()
+        :raises BackendUnavailable: the file cannot be written; every change is kept.
+        """
+        with self.wlock:
+            t0 = time.perf_counter()
+            batch = Batch()
+            try:
+                self._capture(batch)
+                if batch.size:
+                    self._write(batch)
+            except BaseException:
+                self._restore(batch, locked=False)
+                raise
+            self._done(batch, t0, locked=False)
+            return batch.size
+
+    def _done(self, batch: Batch, t0: float, locked: bool) -> None:
+        # After a commit: records that could not be encoded go back, and are reported.
+        if batch.held:
+            for shard, jid, rec, exc in batch.held:
+                log.error("write-behind cannot encode job %s (kept in memory, not on disk): %r",
+                          jid, exc)  # fmt: skip
+                self.last_error = exc
+                with _maybe(shard.lock, not locked):
+                    dirty = shard.dirty
+                    if dirty is not None and jid not in dirty:
+                        dirty[jid] = rec
+        if not locked:  # the writer thread's full flush: its count is the engine's
+            self.unwritable = len(batch.held)
+        if batch.size:
+            self.flushes += 1
+            self.rows += batch.size
+            took = time.perf_counter() - t0
+            self.max_flush_s = max(self.max_flush_s, took)
+            self.flush_times.append(took)
+
+    def _capture(self, batch: Batch) -> None:
         core = self.core
         for shard in core.shards:
             if not (shard.dirty or shard.dirty_unique or shard.dirty_queues):
@@ -195,6 +308,7 @@ class WriteBehind:
         if core.kv_dirty:
             with core.kv_lock:
                 keys, core.kv_dirty = core.kv_dirty, set()
+                batch.kv_taken = keys
                 for ns, key in keys:
                     value = core.kv.get(ns, {}).get(key)
                     if value is None:
@@ -202,35 +316,42 @@ class WriteBehind:
                     else:
                         batch.kv_put.append((ns, key, value))
                 batch.size += len(keys)
-        return batch
 
     def _capture_shard(self, shard: Shard, batch: Batch) -> None:
-        dirty, shard.dirty = shard.dirty or {}, {}
+        # Shard lock held. The maps move to the batch first: from here on any failure
+        # puts them back (Batch), so no captured change is ever dropped.
+        dirty, uniq, names = (
+            shard.dirty or {},
+            shard.dirty_unique or {},
+            shard.dirty_queues or set(),
+        )
+        shard.dirty, shard.dirty_unique, shard.dirty_queues = {}, {}, set()
+        batch.taken.append((shard, dirty, uniq, names))
         results = self.core.results
         blob_of = options_blob
+        meta = codec.meta
+        held = len(batch.held)
         with self.core.xlock:  # results LRU
             for jid, rec in dirty.items():
                 if rec is None:
                     batch.deletes.append((jid,))
-                    batch.recs.append((shard, jid, None))
                     continue
-                result = results.peek(jid) if rec.state is COMPLETED else None
-                state = rec.state.value
-                if rec.saved:
-                    batch.updates.append((state, codec.meta(rec), result, jid))
-                else:
-                    batch.inserts.append((jid, rec.queue, state, rec.data, blob_of(rec.opts),
-                                          codec.meta(rec), result))  # fmt: skip
-                    rec.saved = True
-                batch.recs.append((shard, jid, rec))
-        batch.size += len(dirty)
-        uniq, shard.dirty_unique = shard.dirty_unique or {}, {}
+                try:
+                    result = results.peek(jid) if rec.state is COMPLETED else None
+                    if rec.saved:
+                        batch.updates.append((rec.state.value, meta(rec), result, jid))
+                    else:
+                        batch.inserts.append((jid, rec.queue, rec.state.value, rec.data,
+                                              blob_of(rec.opts), meta(rec), result))  # fmt: skip
+                        rec.saved = True
+                except Exception as exc:  # noqa: BLE001 - kept dirty and reported, never dropped
+                    batch.held.append((shard, jid, rec, exc))
+        batch.size += len(dirty) - (len(batch.held) - held)
         for (queue, key), entry in uniq.items():
             if entry is None:
                 batch.uniq_del.append((queue, key))
             else:
                 batch.uniq_put.append((queue, key, entry[0], entry[1]))
-        names, shard.dirty_queues = shard.dirty_queues or set(), set()
         for name in names:
             q = shard.queues.get(name)
             if q is None:
@@ -255,19 +376,35 @@ class WriteBehind:
         except apsw.Error as exc:
             if not self.conn.getautocommit():
                 cur.execute("ROLLBACK")
-            raise BackendError(f"write-behind flush failed: {exc}") from exc
+            if isinstance(exc, (apsw.FullError, apsw.IOError, apsw.CantOpenError,
+                                apsw.BusyError, apsw.LockedError, apsw.ReadOnlyError)):  # fmt: skip
+                raise BackendUnavailable(f"write-behind cannot write {self.path}: {exc}") from exc
+            raise BackendError(f"write-behind flush to {self.path} failed: {exc}") from exc
 
-    def _restore(self, b: Batch) -> None:
-        # Put the failed batch back unless newer changes superseded it.
-        for shard, jid, rec in b.recs:
-            with shard.lock:
-                dirty = shard.dirty
-                if dirty is None:
+    def _restore(self, b: Batch, locked: bool) -> None:
+        """Put every change ``b`` took back, unless a newer change superseded it."""
+        for shard, dirty, uniq, names in b.taken:
+            with _maybe(shard.lock, not locked):
+                for rec in dirty.values():
+                    if rec is not None:
+                        rec.saved = False  # rewrite the full row: the insert may be what failed
+                if shard.dirty is None:
                     continue
-                if rec is not None:
-                    rec.saved = False  # rewrite the full row: the insert may be what failed
-                if jid not in dirty:
-                    dirty[jid] = rec
+                for jid, rec in dirty.items():
+                    shard.dirty.setdefault(jid, rec)
+                if shard.dirty_unique is not None:
+                    for key, entry in uniq.items():
+                        shard.dirty_unique.setdefault(key, entry)
+                if shard.dirty_queues is not None:
+                    shard.dirty_queues |= names
+        if b.kv_taken:
+            with self.core.kv_lock:
+                if self.core.kv_dirty is not None:
+                    self.core.kv_dirty |= b.kv_taken
+
+
+def _maybe(lock: threading.Lock, take: bool) -> AbstractContextManager[Any]:
+    return lock if take else nullcontext()
 
 
 def open_store(core: Core, path: str, *, flush_ms: int = 10,

@@ -135,6 +135,5 @@ def test_memory_durable_disk_full_refuses_typed_keeps_every_ack_and_recovers(
     assert set(out.acked) <= out.stored_after_restart  # 0 lost
 
 
-@pytest.mark.xfail(strict=True, reason="fixed on i-engine (issue 12 item 7)")
 def test_memory_durable_add_refused_on_disk_full_is_not_stored(memory_full: Outcome) -> None:
     assert not set(memory_full.refused) & memory_full.stored_after_restart

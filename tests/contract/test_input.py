@@ -74,3 +74,116 @@ def test_a_caller_chosen_id_that_exists_is_a_duplicate(backend: Any) -> None:
         backend.add([NewJob("q", "j", 3, DEFAULT_OPTIONS, "x"),
                      NewJob("q", "j", 4, DEFAULT_OPTIONS, "x")])  # fmt: skip
     assert backend.get_job(first.id).data == 1 and backend.get_job("x") is None
+
+
+# ------------------------------------------------- one validation layer (issue 12, item 8)
+
+UNSTORABLE = [
+    pytest.param({"delay": 2**63}, id="delay-2^63"),
+    pytest.param({"delay": 10**30}, id="delay-10^30"),
+    pytest.param({"ttl": 2**63}, id="ttl-2^63"),
+    pytest.param({"priority": 2**31}, id="priority-2^31"),
+    pytest.param({"timeout": 2**64}, id="timeout-2^64"),
+    pytest.param({"unique_ttl": -1}, id="unique_ttl-negative"),
+    pytest.param({"job_id": "a\x00b"}, id="nul-job_id"),
+    pytest.param({"job_id": "\ud800"}, id="surrogate-job_id"),
+    pytest.param({"unique_key": "k\udcff"}, id="surrogate-unique_key"),
+    pytest.param({"unique_key": "😀" * 257}, id="unique_key-1028-bytes"),
+    pytest.param({"group": "g\x00"}, id="nul-group"),
+    pytest.param({"group": 5}, id="int-group"),
+    pytest.param({"backoff": {"delay": 2**64}}, id="backoff-2^64"),
+    pytest.param({"backoff": {"jitter": float("nan")}}, id="jitter-nan"),
+]
+
+
+@pytest.mark.parametrize("opts", UNSTORABLE)
+def test_values_no_backend_can_store_are_refused_everywhere(
+    backend: Any, opts: dict[str, Any]
+) -> None:
+    """Before: OverflowError / UnicodeEncodeError / accepted, depending on the backend."""
+    q = Queue("q", backend)
+    with pytest.raises(ValidationError) as err:
+        q.add("j", 1, **opts)
+    assert err.value.code == "validation" and err.value.data["field"]
+    assert sum(q.counts().values()) == 0
+
+
+@pytest.mark.parametrize("name", [None, 5, b"name", "n\x00", "n\udc80", "é" * 129, ""])
+def test_bad_job_names_are_refused_everywhere(backend: Any, name: Any) -> None:
+    """Before: TypeError on PostgreSQL (None, int, bytes), NUL accepted by two backends."""
+    q = Queue("q", backend)
+    with pytest.raises(ValidationError) as err:
+        q.add(name, 1)
+    assert err.value.code == "validation"
+    assert sum(q.counts().values()) == 0
+
+
+@pytest.mark.parametrize("name", ["q\n", "q\r\n", "\nq", "q\x00", "q\udc80"])
+def test_queue_names_must_match_whole(backend: Any, name: str) -> None:
+    """Before: ``q\\n`` was accepted (``$`` matches before a final newline)."""
+    from bunq.job import DEFAULT_OPTIONS, NewJob
+
+    with pytest.raises(ConfigError):
+        Queue(name, backend)
+    with pytest.raises(ConfigError):
+        backend.add([NewJob(name, "j", 1, DEFAULT_OPTIONS)])
+
+
+def test_options_built_without_parse_are_checked_by_the_backend(backend: Any) -> None:
+    """A JobOptions made directly (no parse) gets the same checks in ``Backend.add``."""
+    from bunq.job import JobOptions, NewJob
+
+    for opts in (JobOptions(delay=10**30), JobOptions(priority=-(2**40)), JobOptions(attempts=0)):
+        with pytest.raises(ValidationError):
+            backend.add([NewJob("q", "j", 1, opts)])
+    assert sum(Queue("q", backend).counts().values()) == 0
+
+
+@pytest.mark.parametrize("state", ["bogus", None, "WAITING", "waiting\n", 3])
+def test_state_names_are_validated(backend: Any, state: Any) -> None:
+    """Before: ValueError (not a bunq error) for ``get_jobs("bogus")``."""
+    with pytest.raises(ValidationError) as err:
+        Queue("q", backend).get_jobs(state)
+    assert err.value.data["field"] == "state"
+
+
+@requires(C.LIST_JOBS)
+@pytest.mark.parametrize(("offset", "limit"), [
+    (-1, 10), (2**64, 10), (0, -1), (0, 2**64), ("0", 10), (0, None), (0, 1.5),
+])  # fmt: skip
+def test_listing_pages_are_validated(backend: Any, offset: Any, limit: Any) -> None:
+    """Before: OverflowError for 2**64 offsets on SQLite; negatives silently clamped."""
+    with pytest.raises(ValidationError):
+        Queue("q", backend).get_jobs("waiting", offset, limit)
+
+
+@requires(C.DLQ)
+@pytest.mark.parametrize("changes", [
+    {"max_entries": -1}, {"max_entries": 2**64}, {"max_age": -5}, {"auto_retry_interval": 0},
+    {"max_auto_retries": -1}, {"auto_retry": "yes"}, {"max_entries": 1.5},
+])  # fmt: skip
+def test_dlq_settings_are_validated(backend: Any, changes: dict[str, Any]) -> None:
+    """Before: max_entries=-1 was accepted, and every PostgreSQL sweep then raised."""
+    q = Queue("q", backend)
+    before = q.dlq.config()
+    with pytest.raises(ConfigError) as err:
+        q.dlq.config(**changes)
+    assert err.value.code == "config"
+    assert q.dlq.config() == before
+    backend.sweep()  # sweeping still works
+
+
+@requires(C.RATE_LIMIT)
+@pytest.mark.parametrize(("max_jobs", "duration"), [(5, 0), (5, -1), (-1, 1000), (5, 2**64)])
+def test_rate_limits_are_validated(backend: Any, max_jobs: int, duration: int) -> None:
+    """Before: rate_limit(5, 0) was accepted."""
+    with pytest.raises(ConfigError):
+        Queue("q", backend).rate_limit(max_jobs, duration)
+
+
+@requires(C.CRON)
+@pytest.mark.parametrize(("ns", "key"), [("ns", "k\udc80"), ("ns", "k\x00"), ("", "k"), ("ns", 5)])
+def test_small_record_keys_are_validated(backend: Any, ns: Any, key: Any) -> None:
+    """Before: a surrogate key made the memory engine's every later flush fail."""
+    with pytest.raises(ValidationError):
+        backend.kv_put(ns, key, b"v")

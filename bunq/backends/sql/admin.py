@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 from ...codec import pack, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
-from ..base import Clock, DlqConfig, QueueLimits
+from ...queueconfig import DlqConfig, QueueLimits, from_stored
+from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
+from ..base import Clock
 from ..base import check_queue_name as _qn
 from .rows import job_from_row
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from .store import Tx
 
 MAX_LOG_LINES = 1000
+MAX_PAGE = 10_000  # jobs or DLQ entries returned by one listing call
 
 
 class SqlAdmin:
@@ -60,19 +63,21 @@ class SqlAdmin:
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
         _qn(queue)
-        page = {"queue": queue, "offset": max(offset, 0), "limit": max(min(limit, 10_000), 0)}
+        state = JobState.parse(state)
+        offset, limit = page(offset, limit)
+        page_ = {"queue": queue, "offset": offset, "limit": min(limit, MAX_PAGE)}
         with self._read() as tx:
             now = self.clock()
             if state is JobState.PAUSED or state is JobState.WAITING:
                 if (state is JobState.PAUSED) != self._paused(tx, queue):
                     return []
-                rows = tx.q("jobs_waiting", now=now, **page)
+                rows = tx.q("jobs_waiting", now=now, **page_)
             elif state is JobState.DELAYED:
-                rows = tx.q("jobs_delayed", now=now, **page)
+                rows = tx.q("jobs_delayed", now=now, **page_)
             elif state in (JobState.COMPLETED, JobState.FAILED):
-                rows = tx.q("jobs_finished", state=state.value, **page)
+                rows = tx.q("jobs_finished", state=state.value, **page_)
             else:
-                rows = tx.q("jobs_in_state", state=state.value, **page)
+                rows = tx.q("jobs_in_state", state=state.value, **page_)
         return [job_from_row(r, now) for r in rows]
 
     def counts(self, queue: str) -> dict[JobState, int]:
@@ -120,11 +125,13 @@ class SqlAdmin:
 
     def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
         _qn(queue)
+        state = JobState.parse(state)
         if state in (JobState.ACTIVE, JobState.WAITING_CHILDREN, JobState.PAUSED):
             raise ConfigError(f"clean does not remove {state.value} jobs")
+        grace_ms, limit = duration(grace_ms, "grace_ms"), integer(limit, "limit", 0, MAX_LIMIT)
         with self._begin() as tx:
             now = self.clock()
-            args = {"queue": queue, "before": now - max(grace_ms, 0), "limit": max(limit, 0)}
+            args = {"queue": queue, "before": now - grace_ms, "limit": limit}
             if state in (JobState.WAITING, JobState.DELAYED):
                 rows = tx.q("clean_waiting", now=now, delayed=state is JobState.DELAYED, **args)
             else:
@@ -150,7 +157,7 @@ class SqlAdmin:
             rows = tx.q("queue_get", queue=_qn(queue))
         if not rows or rows[0][1] is None:
             return QueueLimits()
-        return QueueLimits(**unpack(rows[0][1]))
+        return from_stored(QueueLimits, **unpack(rows[0][1]))
 
     # -- per-job data ------------------------------------------------------------------
     def update_progress(self, job_id: JobId, progress: int) -> None:
@@ -167,7 +174,7 @@ class SqlAdmin:
             if not tx.q("job_state", id=job_id):
                 raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
             n = tx.q("log_next", id=job_id)[0][0]
-            tx.q("log_add", id=job_id, n=n, line=line[:10_000])
+            tx.q("log_add", id=job_id, n=n, line=storable(line, 10_000))
             tx.q("log_trim", id=job_id, n=n - MAX_LOG_LINES)
 
     def get_logs(self, job_id: JobId) -> list[str]:
@@ -176,11 +183,12 @@ class SqlAdmin:
 
     # -- dead-letter queue -------------------------------------------------------------
     def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
+        offset, limit = page(offset, limit)
         with self._read() as tx:
             now = self.clock()
             out = []
-            for row in tx.q("dlq_list", queue=_qn(queue), limit=max(limit, 0),
-                            offset=max(offset, 0)):  # fmt: skip
+            for row in tx.q("dlq_list", queue=_qn(queue), limit=min(limit, MAX_PAGE),
+                            offset=offset):  # fmt: skip
                 job = job_from_row(row, now)
                 hist = self._history(tx, job.id)
                 out.append(DlqEntry(Job(**{**_fields(job), "history": hist}),
@@ -224,7 +232,7 @@ class SqlAdmin:
             rows = tx.q("queue_get", queue=queue)
         if not rows or rows[0][2] is None:
             return DlqConfig()
-        return DlqConfig(**unpack(rows[0][2]))
+        return from_stored(DlqConfig, **unpack(rows[0][2]))
 
     # -- small shared records ----------------------------------------------------------
     def kv_get(self, ns: str, key: str) -> bytes | None:
@@ -234,6 +242,7 @@ class SqlAdmin:
 
     def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
                create: bool = False) -> bool:  # fmt: skip
+        kv_key(ns, key)
         with self._begin() as tx:
             if create:
                 return bool(tx.q("kv_create", ns=ns, key=key, value=value))

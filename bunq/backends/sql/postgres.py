@@ -27,10 +27,9 @@ from psycopg import errors as pge
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from ...errors import BackendUnavailable, ConfigError, DuplicateJob, ValidationError
-from ...job import DEFAULT_OPTIONS, Job, Lease, NewJob, Settle
+from ...errors import BackendUnavailable, ConfigError, DuplicateJob
+from ...job import Job, Lease, NewJob, Settle, check_new_jobs
 from ..base import QUEUE_NAME
-from ..base import check_queue_name as _qn
 from ..urls import redact
 from .groupcommit import GroupCommit
 from .pgconn import (
@@ -267,21 +266,12 @@ class PostgresBackend(SqlBackend):
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
+        check_new_jobs(jobs)  # bunq.validate's bounds fit PostgreSQL's columns (no NUL, int4)
         if not jobs or not all(_plain(j) for j in jobs):
             added: list[Job] = self._call(SqlBackend.add, self, jobs)
             return added
         prepared = [self._prepare(j) for j in jobs]
         return self._call(self._plain.run, lambda tx: self._admit(tx, prepared), idempotent=True)
-
-    def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
-        _qn(job.queue)
-        o = job.opts
-        if not -(2**31) <= o.priority < 2**31 or max(o.delay, o.ttl or 0) >= 2**62:
-            raise ValidationError("priority must fit 32 bits and delays/ttl 62 bits")
-        if "\x00" in job.name or (o is not DEFAULT_OPTIONS and any(
-                "\x00" in (v or "") for v in (o.group, o.parent_id, o.unique_key))):  # fmt: skip
-            raise ValidationError("PostgreSQL text cannot hold NUL characters")
-        return super()._prepare(job)
 
     def _complete_rows(self, tx: Any, chunk: Sequence[tuple[Lease, bytes]],
                        now: int) -> list[tuple[Any, ...]]:  # fmt: skip
@@ -340,7 +330,7 @@ class PostgresBackend(SqlBackend):
     def _ring(self, queue: str) -> None:
         # A hint (errors ignored: waiters poll) that needs no durability, so its
         # transaction skips the WAL flush. Plain adds notify in their own statement.
-        if self._closed or not QUEUE_NAME.match(queue):
+        if self._closed or not QUEUE_NAME.fullmatch(queue):
             return
         cmd = f"BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {self._channel}, '{queue}'"
         with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as conn:

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ...codec import options_blob, pack, unpack
-from ...errors import DependencyError, DuplicateJob, ValidationError
+from ...errors import ConfigError, DependencyError, DuplicateJob
 from ...job import (
     FailureReason,
     Job,
@@ -24,10 +24,13 @@ from ...job import (
     NewJob,
     Settle,
     UniqueStrategy,
+    check_new_jobs,
     now_ms,
 )  # fmt: skip
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
-from ..base import ALL_CAPABILITIES, Capability, Clock, DlqConfig, QueueLimits, SweepResult
+from ...queueconfig import DlqConfig, QueueLimits, from_stored
+from ...validate import MAX_ATTEMPTS, MAX_COUNT, duration, integer, lease_args, storable
+from ..base import ALL_CAPABILITIES, Capability, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from .admin import SqlAdmin
 from .groupcommit import GroupCommit
@@ -63,10 +66,11 @@ class SqlBackend(SqlAdmin):
                  max_stalls: int = DEFAULT_MAX_STALLS, completed_max_age: int = 24 * 3600_000,
                  completed_max_count: int = 100_000) -> None:  # fmt: skip
         self.clock = clock
-        self.max_payload = max_payload
-        self.max_stalls = max_stalls
-        self.completed_max_age = completed_max_age
-        self.completed_max_count = completed_max_count
+        self.max_payload = integer(max_payload, "max_payload", 1, 2**31, ConfigError)
+        self.max_stalls = integer(max_stalls, "max_stalls", 0, MAX_ATTEMPTS, ConfigError)
+        self.completed_max_age = duration(completed_max_age, "completed_max_age", ConfigError)
+        self.completed_max_count = integer(completed_max_count, "completed_max_count", 0,
+                                           MAX_COUNT, ConfigError)  # fmt: skip
         self._seq = 0
         self._batch_cache: dict[tuple[str, int], str] = {}
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
@@ -106,8 +110,7 @@ class SqlBackend(SqlAdmin):
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         if not jobs:
             return []
-        for queue in {j.queue for j in jobs}:
-            _qn(queue)
+        check_new_jobs(jobs)
         prepared = [self._prepare(j) for j in jobs]
         out = self._writes.run(lambda tx: self._admit(tx, prepared))
         for q in {j.queue for j in jobs}:
@@ -115,8 +118,6 @@ class SqlBackend(SqlAdmin):
         return out
 
     def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
-        if not isinstance(job.name, str) or not job.name or len(job.name) > 256:
-            raise ValidationError("job name must be a non-empty string of at most 256")
         return job, pack(job.data, "data", self.max_payload), options_blob(job.opts)
 
     def _admit(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
@@ -226,6 +227,7 @@ class SqlBackend(SqlAdmin):
     # -- leases ------------------------------------------------------------------------
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
         _qn(queue)
+        lease_args(n, lease_ms, owner)
         if n <= 0:
             return []
         token = uuid.uuid4().hex
@@ -256,7 +258,7 @@ class SqlBackend(SqlAdmin):
             return 0, None
         if limits_blob is None:
             return n, None
-        limits = QueueLimits(**unpack(limits_blob))
+        limits = from_stored(QueueLimits, **unpack(limits_blob))
         if limits.concurrency or limits.rate_max:
             self._lock_key(tx, f"lim:{queue}")  # the count and the tokens below stay exact
         if limits.concurrency:
@@ -323,7 +325,8 @@ class SqlBackend(SqlAdmin):
 
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip
-        error = None if error is None else str(error)[:4000]
+        duration(duration_ms, "duration_ms")
+        error = None if error is None else storable(error)
         with self._begin() as tx:
             now = self.clock()
             fence = {"id": lease.job.id, "token": lease.token, "attempt": lease.attempt}
@@ -350,6 +353,7 @@ class SqlBackend(SqlAdmin):
         return Settle.OK
 
     def extend(self, lease: Lease, lease_ms: int) -> Settle:
+        duration(lease_ms, "lease_ms")
         with self._begin() as tx:
             rows = tx.q("extend", id=lease.job.id, token=lease.token, attempt=lease.attempt,
                         until=self.clock() + lease_ms)  # fmt: skip
@@ -393,7 +397,8 @@ class SqlBackend(SqlAdmin):
 
     def _dlq_maintenance(self, tx: Tx, now: int, woken: set[str]) -> tuple[int, int]:
         retried = dropped = 0
-        configs = {name: DlqConfig(**unpack(blob)) for name, blob in tx.q("queues_with_dlq")}
+        configs = {name: from_stored(DlqConfig, **unpack(blob))
+                   for name, blob in tx.q("queues_with_dlq")}  # fmt: skip
         for (queue,) in tx.q("queue_names"):
             cfg = configs.get(queue, DlqConfig())
             if cfg.auto_retry:

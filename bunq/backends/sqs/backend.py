@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import BunqError, ValidationError
-from ...job import Job, JobState, Lease, NewJob, Settle, UniqueStrategy, now_ms
+from ...job import Job, JobState, Lease, NewJob, Settle, UniqueStrategy, check_new_jobs, now_ms
 from ...policy import FailDecision
 from ..base import Capability, Clock, SweepResult, check_queue_name
 from .client import Api, QueueInfo
@@ -84,6 +84,7 @@ class SQSBackend(Receiver, DlqOps, Refusals):
         """
         if not jobs:
             return []
+        check_new_jobs(jobs)
         infos = {q: self.api.info(check_queue_name(q)) for q in {j.queue for j in jobs}}
         now = self.clock()
         planned = [self._plan(job, infos[job.queue], now) for job in jobs]
@@ -99,14 +100,12 @@ class SQSBackend(Receiver, DlqOps, Refusals):
         return [job for job, _ in planned]
 
     def _plan(self, job: NewJob, info: QueueInfo, now: int) -> tuple[Job, Copy]:
-        if not isinstance(job.name, str) or not job.name or len(job.name) > 256:
-            raise ValidationError("job name must be a non-empty string of at most 256")
         o = job.opts
-        self._refuse_options(job, info)
         delay_s, due = delay_split(o.delay, now)
         env = Envelope(job.id, job.queue, job.name, job.data, o, now,
                        None if o.ttl is None else now + o.ttl)  # fmt: skip
-        body = encode_body(env)
+        body = encode_body(env)  # a bad payload is refused first, as on every backend
+        self._refuse_options(job, info)
         dedup = (o.unique_key or job.id) if info.fifo else None
         copy = Copy(body, copy_attrs(0, due), delay_s, o.group, dedup)
         check_size(body, copy.attrs, info.max_size)

@@ -171,7 +171,7 @@ async def bq_get_jobs(ctx: ServerContext, msg: Mapping[str, Any], s: Session) ->
         queue_of(msg),
         state_of(msg.get("state")),
         opt_int(msg, "offset", 0),
-        opt_int(msg, "limit", 100, 0, 100_000),
+        opt_int(msg, "limit", 100),  # bounds: the backend's (bunq.validate.page)
     )
     if args[-1] > BIG_LIST:
         return {"jobs": await ctx.long_read(s, _bq_jobs, *args)}
