@@ -46,6 +46,7 @@ from ..protocol import (
     js_safe,
 )
 from .context import Handler, Session
+from .metrics import LONG_POLLS
 
 if TYPE_CHECKING:
     from .app import Server
@@ -240,7 +241,8 @@ class Connection(asyncio.BufferedProtocol):
             self.inflight -= 1
         if self.session.authed and not was_authed:
             self.server.authenticated(self)
-        self.ctx.metrics.observe(cmd, time.perf_counter() - started, ok)
+        waited = cmd in LONG_POLLS and bool(msg.get("timeout"))
+        self.ctx.metrics.observe(cmd, time.perf_counter() - started, ok, waited)
         self._send(reply, prepared)
         if self.session.close_after_reply is not None:
             self._close_after_flush(self.session.close_after_reply)

@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .commands.monitor import metrics_text, totals
+from .metrics import OPENMETRICS, TEXT
 
 if TYPE_CHECKING:
     from .app import Server
@@ -52,6 +53,15 @@ def _response(status: int, body: bytes, ctype: str) -> bytes:
 
 def _json(status: int, value: Any) -> bytes:
     return _response(status, json.dumps(value, default=str).encode(), "application/json")
+
+
+def _header(head: bytes, name: bytes) -> bytes:
+    """The value of header ``name`` (lower case) in the request head (b"" if absent)."""
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == name:
+            return value.strip().lower()
+    return b""
 
 
 def _bearer(head: bytes) -> str | None:
@@ -85,8 +95,13 @@ async def _stats(server: Server) -> bytes:
 
 async def _route(server: Server, method: str, path: str, head: bytes) -> bytes:
     ctx = server.ctx
+    if method == "HEAD":  # the answer GET would give, without its body
+        full = await _route(server, "GET", path, head)
+        status_line, _, rest = full.partition(b"\r\n")
+        headers = rest.split(b"\r\n\r\n", 1)[0]
+        return status_line + b"\r\n" + headers + b"\r\n\r\n"
     if method != "GET":
-        return _json(405, {"error": "only GET"})
+        return _json(405, {"error": "only GET and HEAD"})
     path = path.split("?", 1)[0]
     if path in ("/health", "/healthz", "/live"):
         return _json(200, {"ok": True, "uptime": time.time() - ctx.started})
@@ -105,7 +120,8 @@ async def _route(server: Server, method: str, path: str, head: bytes) -> bytes:
         return _json(401, {"error": "a token is needed: Authorization: Bearer <token>"})
     if path == "/stats":
         return _response(200, await _stats(server), "application/json")
-    return _response(200, await metrics_text(ctx), "text/plain; version=0.0.4; charset=utf-8")
+    om = b"application/openmetrics-text" in _header(head, b"accept")
+    return _response(200, await metrics_text(ctx, om), OPENMETRICS if om else TEXT)
 
 
 async def _handle(

@@ -2,21 +2,43 @@
 
 Counters and the command-latency histogram are updated as commands run; the
 per-queue job gauges are read from a snapshot the server refreshes before each
-scrape (``/metrics`` or the ``Prometheus`` command), at most 100 queues.
+scrape (``/metrics`` or the ``Prometheus`` command), at most 100 queues. State
+labels are bunq's state names (``failed`` = in the dead-letter queue). A long poll
+(a PULL/PULLB/BqLease/BqWait/WaitJob with a timeout) is timed in its own histogram,
+so its waiting does not read as command latency. No ``_created`` series; the
+process collector and ``bunq_build_info`` are in. ``/metrics`` answers OpenMetrics
+to a scraper that asks for it (``Accept: application/openmetrics-text``).
 """
 
 from __future__ import annotations
 
+import platform
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import prometheus_client
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
+from ..job import JobState
+
 MAX_QUEUES = 100
-STATES = ("waiting", "delayed", "active", "completed", "dlq", "paused", "waiting-children")
+STATES = tuple(s.value for s in JobState)
+LONG_POLLS = frozenset({"PULL", "PULLB", "BqLease", "BqWait", "WaitJob"})
+TEXT = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS = openmetrics.CONTENT_TYPE_LATEST
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created
 _BUCKETS = (
     0.0001,
     0.00025,
@@ -105,16 +127,36 @@ class Metrics:
         self.events_skipped = Counter(
             "bunq_events_skipped", "Events that could not be encoded", registry=r
         )
+        self.long_polls = Histogram(
+            "bunq_long_poll_duration_seconds",
+            "How long long polls (PULL/PULLB/BqLease/BqWait/WaitJob with a timeout) waited",
+            ["cmd"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
         self.queues = _QueueGauges()
         r.register(self.queues)
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        from .. import __version__
+        from .._core import IMPLEMENTATION
+
+        Gauge("bunq_build_info", "bunq's version, core and Python (always 1)",
+              ["version", "core", "python"], registry=r).labels(
+            __version__, IMPLEMENTATION, platform.python_version()).set(1)  # fmt: skip
         self._children: dict[str, Any] = {}
         self._err_children: dict[str, Any] = {}
         self.started = time.time()
         self.commands = 0
 
-    def observe(self, cmd: str, seconds: float, ok: bool) -> None:
-        """Record one command's latency (and its error)."""
+    def observe(self, cmd: str, seconds: float, ok: bool, waited: bool = False) -> None:
+        """Record one command's latency (and its error); ``waited``: a long poll."""
         self.commands += 1
+        if waited:
+            self.long_polls.labels(cmd).observe(seconds)
+            if not ok:
+                self.errors.labels(cmd).inc()
+            return
         child = self._children.get(cmd)
         if child is None:
             if len(self._children) > 256:  # unknown command names are not labels
@@ -127,14 +169,16 @@ class Metrics:
                 err = self._err_children.setdefault(cmd, self.errors.labels(cmd))
             err.inc()
 
-    def text(self) -> bytes:
-        """Return the Prometheus exposition text."""
+    def text(self, openmetrics_format: bool = False) -> bytes:
+        """Return the exposition: Prometheus text, or OpenMetrics when asked."""
+        if openmetrics_format:
+            return bytes(openmetrics.generate_latest(self.registry))  # type: ignore[no-untyped-call]
         return generate_latest(self.registry)
 
-    def totals(self) -> dict[str, float]:
+    def totals(self) -> dict[str, int]:
         return {
-            "pushed": self.pushed._value.get(),
-            "pulled": self.pulled._value.get(),
-            "completed": self.completed._value.get(),
-            "failed": self.failed._value.get(),
+            "pushed": int(self.pushed._value.get()),
+            "pulled": int(self.pulled._value.get()),
+            "completed": int(self.completed._value.get()),
+            "failed": int(self.failed._value.get()),
         }

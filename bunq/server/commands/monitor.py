@@ -80,13 +80,9 @@ def totals(backend: Backend) -> dict[str, int]:
 
 
 def per_queue(backend: Backend, limit: int = 100) -> dict[str, dict[str, int]]:
-    """Counts per queue in metric names (``failed`` is reported as ``dlq``)."""
-    snap = {}
-    for q in backend.queues()[:limit]:
-        c = {s.value: n for s, n in backend.counts(q).items()}
-        c["dlq"] = c.pop("failed", 0)
-        snap[q] = c
-    return snap
+    """Counts per queue and state name (``failed`` = in the dead-letter queue)."""
+    return {q: {s.value: int(n) for s, n in backend.counts(q).items()}
+            for q in backend.queues()[:limit]}  # fmt: skip
 
 
 @command("Stats")
@@ -122,16 +118,17 @@ async def metrics(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dic
     }
 
 
-async def metrics_text(ctx: ServerContext) -> bytes:
-    """The Prometheus text: per-queue counts read and rendered at most once per
-    ``scrape_cache`` seconds, the rendering on a thread, off the event loop."""
+async def metrics_text(ctx: ServerContext, openmetrics: bool = False) -> bytes:
+    """The Prometheus text (or OpenMetrics): per-queue counts read and rendered at most
+    once per ``scrape_cache`` seconds, the rendering on a thread, off the event loop."""
 
     async def render() -> bytes:
         ctx.metrics.queues.snapshot = await ctx.run(per_queue, ctx.backend)
         ctx.metrics.leases.set(len(ctx.leases))
-        return await asyncio.get_running_loop().run_in_executor(None, ctx.metrics.text)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, ctx.metrics.text, openmetrics)
 
-    return await ctx.scrapes.get("metrics", render)
+    return await ctx.scrapes.get("openmetrics" if openmetrics else "metrics", render)
 
 
 @command("Prometheus")
