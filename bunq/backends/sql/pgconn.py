@@ -15,8 +15,9 @@ from typing import Any
 import psycopg
 from psycopg import errors as pge
 
-from ...errors import BackendError, BackendUnavailable, DuplicateJob
+from ...errors import BackendError, BackendUnavailable, ConfigError, DuplicateJob
 from ...job import NewJob
+from ..urls import redact
 from .queries import INSERT_COLS
 
 log = logging.getLogger("bunq.postgres")
@@ -50,6 +51,45 @@ def translate_errors() -> Iterator[None]:
         raise BackendUnavailable(f"postgres unavailable: {exc}") from exc
     except psycopg.Error as exc:
         raise BackendError(f"postgres: {exc}") from exc
+
+
+# Connection failures that another try cannot mend: who or where, not when.
+_PERMANENT = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
+              "authentication failed", "permission denied", "failed to resolve host",
+              "could not translate host name", "invalid ", "unsupported", "SSL is not enabled",
+              "requires a valid client certificate")  # fmt: skip
+
+
+def connect_error(dsn: str, exc: BaseException, permanent: bool) -> BackendError | ConfigError:
+    """The bunq error for a failed first connection, with its cause, without a password."""
+    cause = str(exc).replace("connection failed: ", "").replace("\n\t", " ").strip()
+    msg = f"postgres: cannot connect to {redact(dsn)}: {cause}"
+    return ConfigError(msg) if permanent else BackendUnavailable(msg)
+
+
+def probe(dsn: str, retry_ms: int) -> None:
+    """Connect once before the pool exists, so a wrong role, password, database or host
+    fails at once as ConfigError (with its cause), and a server that is not there yet is
+    retried quietly for ``retry_ms`` before BackendUnavailable.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    timeout = {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": 5}
+    deadline, tries = time.monotonic() + retry_ms / 1000, 0
+    while True:
+        try:
+            psycopg.connect(dsn, **timeout).close()  # type: ignore[arg-type]
+            return
+        except psycopg.Error as exc:
+            permanent = any(p in str(exc) for p in _PERMANENT)
+            pause = min(0.05 * 2**tries, 1.0)
+            if permanent or time.monotonic() + pause > deadline:
+                raise connect_error(dsn, exc, permanent) from None
+            if tries == 0:
+                log.warning("postgres: cannot connect to %s yet (%s); retrying for up to %.0f s",
+                            redact(dsn), str(exc).splitlines()[0], retry_ms / 1000)  # fmt: skip
+            tries += 1
+            time.sleep(pause)
 
 
 class DbClock:

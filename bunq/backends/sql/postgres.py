@@ -43,6 +43,7 @@ from .pgconn import (
     _row,
     _Rows,
     log,
+    probe,
     translate_errors,
 )
 from .queries import DDL, INSERT_COLS, POSTGRES, SCHEMA_VERSION, render_all, values_rows
@@ -98,6 +99,7 @@ class PostgresBackend(SqlBackend):
         ns = hashlib.sha1(f"{schema}.{prefix}".encode()).hexdigest()[:16]
         self._ns = f"bunq:{schema}.{prefix}"
         self._closed = False
+        probe(dsn, retry_ms)  # a wrong role or host: ConfigError now, not a pool retrying
         self._pool: ConnectionPool[Any] = ConnectionPool(
             dsn, min_size=pool_min, max_size=pool_max, kwargs={"autocommit": True},
             open=True, name=f"bunq-{ns}", num_workers=1)  # fmt: skip
