@@ -84,7 +84,7 @@ def probe(dsn: str, retry_ms: int) -> None:
             permanent = any(p in str(exc) for p in _PERMANENT)
             pause = min(0.05 * 2**tries, 1.0)
             if permanent or time.monotonic() + pause > deadline:
-                raise connect_error(dsn, exc, permanent) from None
+                raise connect_error(dsn, exc, permanent) from exc
             if tries == 0:
                 log.warning("postgres: cannot connect to %s yet (%s); retrying for up to %.0f s",
                             redact(dsn), str(exc).splitlines()[0], retry_ms / 1000)  # fmt: skip
