@@ -45,7 +45,7 @@ from .pgconn import (
     log,
     translate_errors,
 )
-from .queries import DDL, INSERT_COLS, POSTGRES, SCHEMA_VERSION, render_all, values_rows
+from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all, values_rows
 from .store import SqlBackend
 
 T = TypeVar("T")
@@ -168,11 +168,18 @@ class PostgresBackend(SqlBackend):
             tx.q("key_lock", key=f"bunq-migrate:{self.schema}")
             if self.schema is not None:
                 tx.sql(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"', {})
-            for i in range(len(DDL)):
-                tx.q(f"ddl{i}")
-            rows = tx.q("meta_get", key="schema_version")
-            if rows and int(rows[0][0]) > SCHEMA_VERSION:
+            rows = tx.sql("SELECT to_regclass(%(t)s)", {"t": self._meta})
+            if rows[0][0]:
+                rows = tx.q("meta_get", key="schema_version")
+            if rows and rows[0][0] and int(rows[0][0]) > SCHEMA_VERSION:
                 raise ConfigError(f"schema {self._ns} is v{rows[0][0]}, newer than this bunq")
+            for key in ddl_names(self._sql):
+                tx.q(key)
+            if rows and rows[0][0] and int(rows[0][0]) < SCHEMA_VERSION:
+                # v1: the counters and the registry, once, under the migration lock (the
+                # triggers above hold writers off the jobs table until this commits).
+                for key in sorted(k for k in self._sql if k.startswith("backfill")):
+                    tx.q(key)
             tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
         return SCHEMA_VERSION
 
