@@ -51,65 +51,30 @@ class SqlGroups:
                       now: int, lease: dict[str, Any]) -> list[tuple[Any, ...]]:  # fmt: skip
         """Lease up to ``n`` jobs of a grouped queue; rows in pick order (JOB_COLS)."""
         self._lock_key(tx, f"lim:{queue}")
-        conc = limits.group_concurrency if limits is not None else None
-        rate = limits.group_rate_max if limits is not None else None
-        active = {g: int(c) for g, c in tx.q("group_active", queue=queue)} if conc else {}
-        ungrouped = deque(tx.q("ungrouped_heads", queue=queue, now=now, n=n))
         cursor_rows = tx.q("kv_get", ns=CURSOR_NS, key=queue)
         cursor = bytes(cursor_rows[0][0]).decode() if cursor_rows else ""
-        rotation = self._rotation(tx, queue, cursor, 4 * n + 64)
-        heads: dict[str, deque[Head]] = {}
-        budget: dict[str, int] = {}
-        tokens: dict[str, float] = {}
-        picked: list[str] = []
-        from_group: dict[str, str] = {}  # leased id -> its group (rate buckets to spend)
-        pos, last = 0, None
-        while len(picked) < n:
-            found = None
-            for step in range(len(rotation)):
-                idx = (pos + step) % len(rotation)
-                g = rotation[idx]
-                if g not in budget:
-                    allowed = n if not conc else max(conc - active.get(g, 0), 0)
-                    if rate and allowed:
-                        tokens[g] = self._group_tokens(tx, queue, g, limits, now)
-                        allowed = min(allowed, int(tokens[g]))
-                    budget[g] = allowed
-                    heads[g] = deque(tx.q("group_heads", queue=queue, grp=g, now=now,
-                                          n=min(allowed, n)) if allowed else ())  # fmt: skip
-                if budget[g] > 0 and heads[g]:
-                    found = idx, g
-                    break
-            if found is not None and (not ungrouped or
-                                      _rank(heads[found[1]][0]) < _rank(ungrouped[0])):  # fmt: skip
-                idx, g = found
-                jid = heads[g].popleft()[0]
-                picked.append(jid)
-                from_group[jid] = g
-                budget[g] -= 1
-                pos, last = idx + 1, g
-            elif ungrouped:
-                picked.append(ungrouped.popleft()[0])
-            else:
-                break
-        if last is None and rotation and len(rotation) >= 4 * n + 64:
-            last = rotation[-1]  # every group looked at was blocked: look further next time
+        most = 4 * n + 64
+        turns = _Turns(self, tx, queue, n, limits, now, self._rotation(tx, queue, cursor, most))
+        picked = turns.pick(deque(tx.q("ungrouped_heads", queue=queue, now=now, n=n)))
+        last = turns.last
+        if last is None and len(turns.rotation) >= most:
+            last = turns.rotation[-1]  # every group looked at was blocked: look further next
         if last is not None:
             tx.q("kv_set", ns=CURSOR_NS, key=queue, value=last.encode())
         if not picked:
             return []
         params = {f"v{i}_0": jid for i, jid in enumerate(picked)}
-        params.update(lease)
-        rows = tx.sql(self._batch_sql("lease_ids", len(picked), 1), params)
+        rows = tx.sql(self._batch_sql("lease_ids", len(picked), 1), {**params, **lease})
         order = {jid: i for i, jid in enumerate(picked)}
         rows.sort(key=lambda r: order[r[0]])
-        if rate:
+        if limits is not None and limits.group_rate_max:
             spent: dict[str, int] = {}
             for r in rows:
-                if r[0] in from_group:
-                    spent[from_group[r[0]]] = spent.get(from_group[r[0]], 0) + 1
+                g = turns.from_group.get(r[0])
+                if g is not None:
+                    spent[g] = spent.get(g, 0) + 1
             for g, k in spent.items():
-                tx.q("group_rate_set", queue=queue, grp=g, tokens=tokens[g] - k, at=now)
+                tx.q("group_rate_set", queue=queue, grp=g, tokens=turns.tokens[g] - k, at=now)
         return rows
 
     def _rotation(self, tx: Tx, queue: str, cursor: str, most: int) -> list[str]:
@@ -133,3 +98,63 @@ class SqlGroups:
         refill = cap / max(limits.group_rate_duration, 1)
         return min(cap, float(stored) + max(now - int(at), 0) * refill)
 
+
+class _Turns:
+    """One claim's walk over the lanes (the engine's ``Lanes.pick``, over rows)."""
+
+    def __init__(self, groups: SqlGroups, tx: Tx, queue: str, n: int,
+                 limits: QueueLimits | None, now: int, rotation: list[str]) -> None:  # fmt: skip
+        self.groups, self.tx, self.queue, self.n, self.now = groups, tx, queue, n, now
+        self.limits = limits
+        self.conc = limits.group_concurrency if limits is not None else None
+        self.rate = limits.group_rate_max if limits is not None else None
+        active = tx.q("group_active", queue=queue) if self.conc else []
+        self.active = {g: int(c) for g, c in active}
+        self.rotation = rotation
+        self.heads: dict[str, deque[Head]] = {}
+        self.budget: dict[str, int] = {}  # leases each group may still take in this claim
+        self.tokens: dict[str, float] = {}
+        self.from_group: dict[str, str] = {}  # leased id -> its group
+        self.pos = 0
+        self.last: str | None = None  # the group served last (the next claim's cursor)
+
+    def pick(self, ungrouped: deque[Head]) -> list[str]:
+        picked: list[str] = []
+        while len(picked) < self.n:
+            found = self._next_group()
+            if found is not None and (
+                not ungrouped or _rank(self.heads[found[1]][0]) < _rank(ungrouped[0])
+            ):
+                idx, g = found
+                jid = self.heads[g].popleft()[0]
+                self.from_group[jid] = g
+                self.budget[g] -= 1
+                self.pos, self.last = idx + 1, g
+                picked.append(jid)
+            elif ungrouped:
+                picked.append(ungrouped.popleft()[0])
+            else:
+                break
+        return picked
+
+    def _next_group(self) -> tuple[int, str] | None:
+        rot = self.rotation
+        for step in range(len(rot)):
+            idx = (self.pos + step) % len(rot)
+            g = rot[idx]
+            if g not in self.budget:
+                self._open(g)
+            if self.budget[g] > 0 and self.heads[g]:
+                return idx, g
+        return None
+
+    def _open(self, g: str) -> None:
+        allowed = self.n if not self.conc else max(self.conc - self.active.get(g, 0), 0)
+        if self.rate and allowed:
+            self.tokens[g] = self.groups._group_tokens(self.tx, self.queue, g, self.limits,
+                                                       self.now)  # fmt: skip
+            allowed = min(allowed, int(self.tokens[g]))
+        self.budget[g] = allowed
+        rows = self.tx.q("group_heads", queue=self.queue, grp=g, now=self.now,
+                         n=allowed) if allowed else []  # fmt: skip
+        self.heads[g] = deque(rows)

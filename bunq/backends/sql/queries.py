@@ -131,13 +131,17 @@ _SQLITE_BUMP = (
 TRIGGERS_SQLITE = (
     "CREATE TRIGGER IF NOT EXISTS {p}jobs_counted_ins AFTER INSERT ON {jobs} BEGIN"
     " INSERT INTO {queues} (name) VALUES (new.queue) ON CONFLICT (name) DO NOTHING; "
-    + _SQLITE_BUMP.format(counts="{counts}", q="new.queue", st="new.state", d="1") + " END",
+    + _SQLITE_BUMP.format(counts="{counts}", q="new.queue", st="new.state", d="1")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS {p}jobs_counted_upd AFTER UPDATE OF state ON {jobs}"
     " WHEN old.state <> new.state BEGIN "
-    + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1") + " "
-    + _SQLITE_BUMP.format(counts="{counts}", q="new.queue", st="new.state", d="1") + " END",
+    + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1")
+    + " "
+    + _SQLITE_BUMP.format(counts="{counts}", q="new.queue", st="new.state", d="1")
+    + " END",
     "CREATE TRIGGER IF NOT EXISTS {p}jobs_counted_del AFTER DELETE ON {jobs} BEGIN "
-    + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1") + " END",
+    + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1")
+    + " END",
 )
 _PG_BUMP = (
     "INSERT INTO {counts} (queue, state, slot, n) SELECT queue, state,"
@@ -152,8 +156,10 @@ TRIGGERS_PG = (
     " ON CONFLICT (name) DO NOTHING; "
     + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, 1 AS d FROM nt")
     + " ELSIF TG_OP = 'UPDATE' THEN "
-    + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, -1 AS d FROM ot"
-                      " UNION ALL SELECT queue, state, 1 FROM nt")
+    + _PG_BUMP.format(
+        counts="{counts}",
+        rows="SELECT queue, state, -1 AS d FROM ot UNION ALL SELECT queue, state, 1 FROM nt",
+    )
     + " ELSE "
     + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, -1 AS d FROM ot")
     + " END IF; RETURN NULL; END $f$",
@@ -414,7 +420,6 @@ Q = {
         "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'failed'"
         " ORDER BY dlq_at DESC, seq DESC LIMIT :limit OFFSET :offset"
     ),
-
     "dlq_retry_all": (
         "UPDATE {jobs} SET state = 'waiting', run_at = :now, ord_at = :now, attempts = 0,"
         " stalls = 0, finished_at = NULL, dlq_at = NULL, dlq_retries = dlq_retries + :auto"
@@ -552,8 +557,19 @@ def values_rows(dialect: Dialect, n: int, width: int) -> str:
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
-    names = ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta", "kv", "counts",
-             "grp_rate", "count_fn")
+    names = (
+        "jobs",
+        "deps",
+        "uniq",
+        "attempts",
+        "logs",
+        "queues",
+        "meta",
+        "kv",
+        "counts",
+        "grp_rate",
+        "count_fn",
+    )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
     stmts = {**Q, **PG_ONLY} if dialect.name == "postgres" else Q

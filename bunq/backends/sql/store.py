@@ -16,7 +16,6 @@ from typing import Any, Protocol
 from ...codec import options_blob, pack, unpack
 from ...errors import DependencyError, DuplicateJob, ValidationError
 from ...job import (
-    FailureReason,
     Job,
     JobId,
     JobState,
@@ -26,12 +25,12 @@ from ...job import (
     UniqueStrategy,
     now_ms,
 )  # fmt: skip
-from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
-from ..base import ALL_CAPABILITIES, Capability, Clock, DlqConfig, QueueLimits, SweepResult
+from ...policy import DEFAULT_MAX_STALLS, FailDecision
+from ..base import ALL_CAPABILITIES, Clock, QueueLimits
 from ..base import check_queue_name as _qn
 from .admin import SqlAdmin
-from .groups import SqlGroups
 from .groupcommit import GroupCommit
+from .groups import SqlGroups
 from .queries import Dialect, values_rows
 from .rows import job_from_row
 from .sweep import SqlSweep
