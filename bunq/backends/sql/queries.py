@@ -107,6 +107,7 @@ DDL = (
     """CREATE TABLE IF NOT EXISTS {grp_rate} (
         queue TEXT NOT NULL, grp TEXT NOT NULL, tokens DOUBLE PRECISION NOT NULL,
         at BIGINT NOT NULL, PRIMARY KEY (queue, grp))""",
+    "CREATE INDEX IF NOT EXISTS {p}grp_rate_at ON {grp_rate} (at)",
     # Finished jobs by age: retention, DLQ bounds and listings read ranges of it.
     "CREATE INDEX IF NOT EXISTS {p}jobs_finished ON {jobs} (queue, state, finished_at)"
     " WHERE finished_at IS NOT NULL",
