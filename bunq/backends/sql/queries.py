@@ -124,7 +124,8 @@ DDL = (
 # The counters and the registry follow every change of {jobs}, whichever statement
 # (or COPY) made it. SQLite: row triggers (one writer at a time, so no hot row).
 # PostgreSQL: statement triggers over transition tables, one upsert per statement and
-# (queue, state), into the slot of the writing backend.
+# (queue, state), into the slot of the writing backend (dropped and re-created under the
+# migration lock: CREATE OR REPLACE TRIGGER needs PostgreSQL 14).
 _SQLITE_BUMP = (
     "INSERT INTO {counts} (queue, state, slot, n) VALUES ({q}, {st}, 0, {d})"
     " ON CONFLICT (queue, state, slot) DO UPDATE SET n = n + {d};"
@@ -164,12 +165,15 @@ TRIGGERS_PG = (
     + " ELSE "
     + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, -1 AS d FROM ot")
     + " END IF; RETURN NULL; END $f$",
-    "CREATE OR REPLACE TRIGGER {p}jobs_counted_ins AFTER INSERT ON {jobs}"
+    "DROP TRIGGER IF EXISTS {p}jobs_counted_ins ON {jobs}",
+    "CREATE TRIGGER {p}jobs_counted_ins AFTER INSERT ON {jobs}"
     " REFERENCING NEW TABLE AS nt FOR EACH STATEMENT EXECUTE FUNCTION {count_fn}()",
-    "CREATE OR REPLACE TRIGGER {p}jobs_counted_upd AFTER UPDATE ON {jobs}"
+    "DROP TRIGGER IF EXISTS {p}jobs_counted_upd ON {jobs}",
+    "CREATE TRIGGER {p}jobs_counted_upd AFTER UPDATE ON {jobs}"
     " REFERENCING OLD TABLE AS ot NEW TABLE AS nt FOR EACH STATEMENT EXECUTE FUNCTION"
     " {count_fn}()",
-    "CREATE OR REPLACE TRIGGER {p}jobs_counted_del AFTER DELETE ON {jobs}"
+    "DROP TRIGGER IF EXISTS {p}jobs_counted_del ON {jobs}",
+    "CREATE TRIGGER {p}jobs_counted_del AFTER DELETE ON {jobs}"
     " REFERENCING OLD TABLE AS ot FOR EACH STATEMENT EXECUTE FUNCTION {count_fn}()",
 )
 
