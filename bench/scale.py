@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -206,6 +207,7 @@ def _remove(path: str) -> None:
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
+    shutil.rmtree(path + ".bell", ignore_errors=True)  # the doorbell's socket directory
 
 
 def main() -> None:

@@ -352,6 +352,13 @@ class PostgresBackend(SqlBackend):
         with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as conn:
             conn.execute(cmd + "; COMMIT", prepare=False)
 
+    def _ring_on_commit(self, tx: Any, queue: str) -> bool:
+        # The NOTIFY rides on the COMMIT's round trip (sent with it, delivered by it).
+        if not QUEUE_NAME.match(queue):
+            return False
+        tx.raw(f"NOTIFY {self._channel}, '{queue}'")
+        return True
+
     def wait(self, queue: str, timeout_ms: int) -> bool:
         """Block until a NOTIFY for ``queue`` arrives or ``timeout_ms`` passes."""
         return not self._closed and self._listener.wait(queue, max(timeout_ms, 0) / 1000)

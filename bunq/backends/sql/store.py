@@ -82,6 +82,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
     def _ring(self, queue: str) -> None:
         """Tell waiting workers that ``queue`` may have work (after commit)."""
 
+    def _ring_on_commit(self, tx: Tx, queue: str) -> bool:
+        """Attach the wake-up of ``queue`` to ``tx``'s commit if the dialect can (True)."""
+        return False
+
     def _lock_key(self, tx: Tx, key: str) -> None:
         """Serialise transactions on one identity (job id, unique key, limited queue).
 
@@ -291,11 +295,13 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         if not packed:
             return []
         done: set[str] = set()
+        queues = {lease.job.queue for lease, _ in items}
         with self._begin() as tx:
             now = self.clock()
             for chunk in iter_chunks(packed, 200):
                 done.update(self._complete_chunk(tx, chunk, now))
-        for q in {lease.job.queue for lease, _ in items}:
+            queues = {q for q in queues if not self._ring_on_commit(tx, q)}
+        for q in queues:
             self._ring(q)
         return [Settle.OK if lease.job.id in done else Settle.STALE for lease, _ in items]
 
