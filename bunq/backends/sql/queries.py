@@ -291,10 +291,22 @@ Q = {
         "DELETE FROM {uniq} WHERE (queue, key) IN (SELECT queue, key FROM {uniq}"
         " WHERE until IS NOT NULL AND until < :now ORDER BY until LIMIT :lim) RETURNING key"
     ),
-    # Queues holding finished jobs, from the counters (the retention and DLQ bounds).
+    # What is due, in one read (each an index probe): the sweep opens a write
+    # transaction only for a step that has work.
+    "sweep_due": (
+        "SELECT EXISTS (SELECT 1 FROM {jobs} WHERE state = 'active' AND lease_until < :now),"
+        " EXISTS (SELECT 1 FROM {jobs} WHERE expire_at IS NOT NULL AND state = 'waiting'"
+        " AND expire_at <= :now),"
+        " EXISTS (SELECT 1 FROM {uniq} WHERE until IS NOT NULL AND until < :now),"
+        " EXISTS (SELECT 1 FROM {grp_rate} WHERE at < :idle)"
+    ),
+    # Queues holding finished jobs and how many (the counters), with the oldest
+    # one's finish time (the first entry of jobs_finished): the retention and DLQ bounds.
     "finished_counts": (
-        "SELECT queue, state, SUM(n) FROM {counts} WHERE state IN ('completed', 'failed')"
-        " GROUP BY queue, state HAVING SUM(n) > 0"
+        "SELECT c.queue, c.state, SUM(c.n), (SELECT MIN(j.finished_at) FROM {jobs} j"
+        " WHERE j.queue = c.queue AND j.state = c.state AND j.finished_at IS NOT NULL)"
+        " FROM {counts} c WHERE c.state IN ('completed', 'failed')"
+        " GROUP BY c.queue, c.state HAVING SUM(c.n) > 0"
     ),
     # The oldest finished jobs of a queue (finished_at is dlq_at for failed jobs).
     "prune_before": (

@@ -48,12 +48,16 @@ class SqlSweep:
 
     def sweep(self) -> SweepResult:
         now = self.clock()
+        idle = now - GROUP_RATE_IDLE_MS
         woken: set[str] = set()  # queues that got work back: their workers are rung
-        requeued, dead = self._sweep_leases(now, woken)
-        expired = self._batches(lambda tx: self._ttl_batch(tx, now))
-        self._batches(lambda tx: len(tx.q("uniq_expire", now=now, lim=SWEEP_BATCH)))
-        self._batches(lambda tx: len(tx.q("group_rate_idle", before=now - GROUP_RATE_IDLE_MS,
-                                          lim=SWEEP_BATCH)))  # fmt: skip
+        with self._read() as tx:  # what is due, read outside any write transaction
+            leases, ttls, uniqs, buckets = tx.q("sweep_due", now=now, idle=idle)[0]
+        requeued, dead = self._sweep_leases(now, woken) if leases else (0, 0)
+        expired = self._batches(lambda tx: self._ttl_batch(tx, now)) if ttls else 0
+        if uniqs:
+            self._batches(lambda tx: len(tx.q("uniq_expire", now=now, lim=SWEEP_BATCH)))
+        if buckets:
+            self._batches(lambda tx: len(tx.q("group_rate_idle", before=idle, lim=SWEEP_BATCH)))
         retried, dropped = self._bounds(now, woken)
         for q in woken:
             self._ring(q)
@@ -116,13 +120,15 @@ class SqlSweep:
         with self._read() as tx:
             finished = tx.q("finished_counts")
         dropped = 0
-        for queue, state, n in finished:
+        for queue, state, n, oldest in finished:
             if state == "failed":
                 cfg = configs.get(queue, DlqConfig())
                 max_age, keep = cfg.max_age, cfg.max_entries
             else:
                 max_age, keep = self.completed_max_age, self.completed_max_count
-            gone = 0 if max_age is None else self._prune(queue, state, before=now - max_age)
+            before = None if max_age is None else now - max_age
+            aged = before is not None and oldest is not None and oldest < before
+            gone = self._prune(queue, state, before=before) if aged else 0
             if int(n) - gone > keep:
                 gone += self._prune(queue, state, count=int(n) - gone - keep)
             if state == "failed":

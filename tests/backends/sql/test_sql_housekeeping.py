@@ -151,10 +151,10 @@ def test_sqlite_plans_read_index_ranges_not_the_table(make_backend: Callable[...
     be = make_backend("sqlite")
     params = {"now": 0, "lim": 1, "queue": "q", "state": "completed", "before": 0,
               "max_retries": 1, "after": "", "grp": "g", "n": 1, "token": "t", "owner": "o",
-              "until": 0}  # fmt: skip
-    names = (*SWEEP_AND_READS, "counts", "count_state", "finished_counts", "queue_names",
-             "claim_info", "group_names", "group_heads", "group_active", "jobs_finished",
-             "jobs_delayed", "lease")  # fmt: skip
+              "idle": 0, "until": 0}  # fmt: skip
+    names = (*SWEEP_AND_READS, "sweep_due", "counts", "count_state", "finished_counts",
+             "queue_names", "claim_info", "group_names", "group_heads", "group_active",
+             "jobs_finished", "jobs_delayed", "lease")  # fmt: skip
     with be._read() as tx:
         for name in names:
             sql = be._sql[name]
