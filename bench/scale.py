@@ -60,6 +60,8 @@ def fill(backend: Any, queue: str, n: int) -> float:
     t = time.perf_counter()
     for i in range(0, n, BULK):
         backend.add([new_job(queue, "job", PAYLOAD, {}) for _ in range(min(BULK, n - i))])
+    if backend.kind == "sqlite":  # steady state: the bulk load's WAL checkpointed, not pending
+        backend._conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return round(time.perf_counter() - t, 1)
 
 
@@ -138,28 +140,39 @@ def add_latency(path: str, backlog: int, seconds: float) -> dict[str, Any]:
     backend = connect(url)
     took = fill(backend, "big", backlog)
     total = int(seconds * 500)
+    alone = _paced_adds(backend, "alone", total // 2)  # the machine's own noise, no worker
     worker = subprocess.Popen([sys.executable, "-c", WORKER, url],
                               stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": ROOT})  # fmt: skip
     assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
-    lat = []
-    start = time.perf_counter()
-    for i in range(total):
-        t = time.perf_counter()
-        backend.add([new_job("live", "job", PAYLOAD, {})])
-        lat.append((time.perf_counter() - t) * 1000)
-        pause = start + (i + 1) / 500 - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
+    lat = _paced_adds(backend, "live", total)
     time.sleep(1.0)  # let the worker finish the last adds
     worker.send_signal(signal.SIGTERM)
     worker.wait(60)
     done = backend.counts("live")
     backend.close()
-    lat.sort()
-    return {"backlog": backlog, "fill_s": took, "adds": total,
-            "p50_ms": round(lat[len(lat) // 2], 3), "p99_ms": round(lat[int(len(lat) * 0.99)], 3),
-            "max_ms": round(lat[-1], 3), "worker_completed": done["completed"]}  # fmt: skip
+    return {"backlog": backlog, "fill_s": took, "adds": total, **_pcts(lat),
+            "worker_completed": done["completed"],
+            "without_worker": {"adds": len(alone), **_pcts(alone)}}  # fmt: skip
+
+
+def _paced_adds(backend: Any, queue: str, n: int, rate: int = 500) -> list[float]:
+    lat = []
+    start = time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter()
+        backend.add([new_job(queue, "job", PAYLOAD, {})])
+        lat.append((time.perf_counter() - t) * 1000)
+        pause = start + (i + 1) / rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+    return lat
+
+
+def _pcts(lat: list[float]) -> dict[str, float]:
+    lat = sorted(lat)
+    return {"p50_ms": round(lat[len(lat) // 2], 3), "p99_ms": round(lat[int(len(lat) * 0.99)], 3),
+            "max_ms": round(lat[-1], 3)}  # fmt: skip
 
 
 def pg_loop(url: str, n: int) -> dict[str, Any]:
@@ -242,8 +255,10 @@ def main() -> None:
             _remove(path)
         if "add_latency" in only:
             path = os.path.join(args.dir, f"bunq-scale-add-{uuid.uuid4().hex[:6]}.db")
-            out["sqlite_add_under_backlog"] = add_latency(path, args.backlog or sizes[-1],
-                                                          args.seconds)  # fmt: skip
+            out["sqlite_add_under_backlog"] = [  # the smallest size: the control
+                add_latency(path, backlog, args.seconds)
+                for backlog in (sizes[0], args.backlog or sizes[-1])
+            ]
             _remove(path)
         if "pg_loop" in only:
             out["postgres_tick_loop"] = pg_loop(pg_url(), args.loop_jobs)
