@@ -17,6 +17,7 @@ from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
 from ..base import Clock, DlqConfig, QueueLimits
 from ..base import check_queue_name as _qn
+from .groups import CURSOR_NS
 from .rows import job_from_row
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ class SqlAdmin:
                     break
             for name in ("obliterate_queue", "obliterate_counts", "obliterate_groups"):
                 tx.q(name, queue=queue)
+            tx.q("kv_delete", ns=CURSOR_NS, key=queue)  # the groups' round-robin cursor
 
     def set_limits(self, queue: str, limits: QueueLimits) -> None:
         with self._begin() as tx:
