@@ -199,10 +199,6 @@ Q = {
     # {dep_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
     # its completion (which releases dependents) waits for the admission to commit.
     "job_state": "SELECT state FROM {jobs} WHERE id = :id {dep_lock}",
-    "delete_job": "DELETE FROM {jobs} WHERE id = :id",
-    "delete_attempts": "DELETE FROM {attempts} WHERE job_id = :id",
-    "delete_logs": "DELETE FROM {logs} WHERE job_id = :id",
-    "delete_uniq": "DELETE FROM {uniq} WHERE job_id = :id",
     "insert_dep": "INSERT INTO {deps} (job_id, dep_id) VALUES (:job_id, :dep_id)",
     "mark_dependents": "UPDATE {jobs} SET dependents = 1 WHERE id = :id",
     "uniq_get": "SELECT job_id, until FROM {uniq} WHERE queue = :queue AND key = :key",
@@ -460,10 +456,6 @@ Q = {
         "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' AND id = :id RETURNING id"
     ),
     # ---- FIFO groups (the claim of a queue with grouped jobs or group limits)
-    "has_grouped": (
-        "SELECT 1 FROM {jobs} WHERE queue = :queue AND state = 'waiting' AND grp IS NOT NULL"
-        " LIMIT 1"
-    ),
     # Groups with waiting jobs, in name order from :after (a loose index scan of
     # jobs_group: one probe per group, whatever each group holds).
     "group_names": (
