@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import logging
 import os
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +39,8 @@ LEASE_FILL = 0.5  # a chunk is sized to finish within this share of lease_ms
 SETTLE_RETRIES = (0.01, 0.05)  # seconds between settle attempts on BackendUnavailable
 DEPTH_STATES = (JobState.WAITING, JobState.DELAYED, JobState.ACTIVE, JobState.PAUSED)
 GIVE_BACK = partial(FailDecision, "delay", reason=FailureReason.UNKNOWN)  # attempt not spent
+SWEEP_EVERY_MS = 1000  # a backend is swept by tick() at most this often (its clock)
+_last_sweep: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,9 +330,25 @@ def _housekeeping(backend: Backend, queue: str, now: int) -> dict[str, Any]:
     """Sweep expired leases (every queue of the backend) and fire this queue's cron runs."""
     from .cron import Scheduler
 
-    swept = _safely("sweep", backend.sweep, None)
+    swept = _safely("sweep", backend.sweep, None) if _sweep_due(backend, now) else None
     fired = _safely("cron", lambda: len(Scheduler(backend).fire_due(now, queue)), 0)
     return {"swept": swept.requeued + swept.dead if swept else 0, "cron_fired": fired}
+
+
+def _sweep_due(backend: Backend, now: int) -> bool:
+    """Whether this backend's last sweep by tick() is ``SWEEP_EVERY_MS`` old (or never ran).
+
+    A loop of ticks sweeps once a second, not once per tick: the sweep recovers
+    leases that expired, so sweeping more often than leases expire buys nothing.
+    """
+    try:
+        last = _last_sweep.get(backend)
+        if last is not None and 0 <= now - last < SWEEP_EVERY_MS:
+            return False
+        _last_sweep[backend] = now
+    except TypeError:  # not weak-referenceable: sweep every time
+        pass
+    return True
 
 
 def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, max: int = 10,

@@ -19,6 +19,7 @@ from ...queueconfig import DlqConfig, QueueLimits, from_stored
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
 from ..base import Clock
 from ..base import check_queue_name as _qn
+from .groups import CURSOR_NS
 from .rows import job_from_row
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ class SqlAdmin:
         _qn(queue)
         out = dict.fromkeys(JobState, 0)
         with self._read() as tx:
-            for state, delayed, n in tx.q("counts", queue=queue, now=self.clock()):
-                st = JobState.DELAYED if delayed else JobState(state)
-                out[st] += n
+            # The counters (waiting includes delayed) and the delayed part, in one read.
+            for state, n in tx.q("counts", queue=queue, now=self.clock()):
+                out[JobState(state)] += int(n or 0)
+            out[JobState.WAITING] -= out[JobState.DELAYED]
             if self._paused(tx, queue):
                 out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
         return out
@@ -142,15 +144,22 @@ class SqlAdmin:
 
     def obliterate(self, queue: str, force: bool = False) -> None:
         with self._begin() as tx:
-            if not force and tx.q("count_active", queue=_qn(queue))[0][0]:
+            if not force and tx.q("count_state", queue=_qn(queue), state="active")[0][0]:
                 raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
-            self._forget(tx, [r[0] for r in tx.q("obliterate", queue=queue)])
-            tx.q("obliterate_queue", queue=queue)
+            while True:  # set-based, in bounded batches (each row's attempts and logs too)
+                gone = [r[0] for r in tx.q("obliterate", queue=queue, lim=5000)]
+                self._forget(tx, gone)
+                if len(gone) < 5000:
+                    break
+            for name in ("obliterate_queue", "obliterate_counts", "obliterate_groups"):
+                tx.q(name, queue=queue)
+            tx.q("kv_delete", ns=CURSOR_NS, key=queue)  # the groups' round-robin cursor
 
     def set_limits(self, queue: str, limits: QueueLimits) -> None:
         with self._begin() as tx:
             tx.q("queue_set_limits", queue=_qn(queue), limits=pack(asdict(limits)))
             tx.q("rate_set", queue=queue, tokens=None, at=None)
+            tx.q("group_rate_reset", queue=queue)
 
     def get_limits(self, queue: str) -> QueueLimits:
         with self._read() as tx:
@@ -214,7 +223,7 @@ class SqlAdmin:
 
     def dlq_size(self, queue: str) -> int:
         with self._read() as tx:
-            return int(tx.q("dlq_size", queue=_qn(queue))[0][0])
+            return int(tx.q("count_state", queue=_qn(queue), state="failed")[0][0])
 
     def dlq_remove(self, queue: str, job_id: JobId) -> bool:
         with self._begin() as tx:

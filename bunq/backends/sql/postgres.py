@@ -46,7 +46,7 @@ from .pgconn import (
     probe,
     translate_errors,
 )
-from .queries import DDL, INSERT_COLS, POSTGRES, SCHEMA_VERSION, render_all, values_rows
+from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all, values_rows
 from .store import SqlBackend
 
 T = TypeVar("T")
@@ -170,11 +170,18 @@ class PostgresBackend(SqlBackend):
             tx.q("key_lock", key=f"bunq-migrate:{self.schema}")
             if self.schema is not None:
                 tx.sql(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"', {})
-            for i in range(len(DDL)):
-                tx.q(f"ddl{i}")
-            rows = tx.q("meta_get", key="schema_version")
-            if rows and int(rows[0][0]) > SCHEMA_VERSION:
+            rows = tx.sql("SELECT to_regclass(%(t)s)", {"t": self._meta})
+            if rows[0][0]:
+                rows = tx.q("meta_get", key="schema_version")
+            if rows and rows[0][0] and int(rows[0][0]) > SCHEMA_VERSION:
                 raise ConfigError(f"schema {self._ns} is v{rows[0][0]}, newer than this bunq")
+            for key in ddl_names(self._sql):
+                tx.q(key)
+            if rows and rows[0][0] and int(rows[0][0]) < SCHEMA_VERSION:
+                # v1: the counters and the registry, once, under the migration lock (the
+                # triggers above hold writers off the jobs table until this commits).
+                for key in sorted(k for k in self._sql if k.startswith("backfill")):
+                    tx.q(key)
             tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
         return SCHEMA_VERSION
 
@@ -337,6 +344,13 @@ class PostgresBackend(SqlBackend):
         cmd = f"BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {self._channel}, '{queue}'"
         with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as conn:
             conn.execute(cmd + "; COMMIT", prepare=False)
+
+    def _ring_on_commit(self, tx: Any, queue: str) -> bool:
+        # The NOTIFY rides on the COMMIT's round trip (sent with it, delivered by it).
+        if not QUEUE_NAME.match(queue):
+            return False
+        tx.raw(f"NOTIFY {self._channel}, '{queue}'")
+        return True
 
     def wait(self, queue: str, timeout_ms: int) -> bool:
         """Block until a NOTIFY for ``queue`` arrives or ``timeout_ms`` passes."""

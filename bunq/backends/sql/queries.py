@@ -17,7 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # v2: per-queue counters, the queue registry, sweep and group indexes
+
+# Counter rows per (queue, state) on PostgreSQL: a transaction adds its deltas to the
+# slot of its backend (pid % COUNT_SLOTS), so concurrent writers rarely share a row.
+COUNT_SLOTS = 16
 
 LIVE = "('waiting','active','waiting-children')"
 
@@ -93,6 +97,94 @@ DDL = (
         rate_tokens DOUBLE PRECISION, rate_at BIGINT)""",
     """CREATE TABLE IF NOT EXISTS {kv} (
         ns TEXT NOT NULL, key TEXT NOT NULL, value {blob} NOT NULL, PRIMARY KEY (ns, key))""",
+    # v2. Jobs per (queue, state), kept by triggers on {jobs} (see TRIGGERS): counts,
+    # the DLQ size and the retention and DLQ bounds read these rows, never the jobs.
+    # Waiting and delayed share a row; the delayed part is counted on jobs_delayed.
+    """CREATE TABLE IF NOT EXISTS {counts} (
+        queue TEXT NOT NULL, state TEXT NOT NULL, slot INTEGER NOT NULL, n BIGINT NOT NULL,
+        PRIMARY KEY (queue, state, slot))""",
+    # Token buckets of rate-limited FIFO groups (group_rate_max).
+    """CREATE TABLE IF NOT EXISTS {grp_rate} (
+        queue TEXT NOT NULL, grp TEXT NOT NULL, tokens DOUBLE PRECISION NOT NULL,
+        at BIGINT NOT NULL, PRIMARY KEY (queue, grp))""",
+    "CREATE INDEX IF NOT EXISTS {p}grp_rate_at ON {grp_rate} (at)",
+    # Finished jobs by age: retention, DLQ bounds and listings read ranges of it.
+    "CREATE INDEX IF NOT EXISTS {p}jobs_finished ON {jobs} (queue, state, finished_at)"
+    " WHERE finished_at IS NOT NULL",
+    # Jobs not due at admission (delays, backoff, re-queues): a plain add (run_at =
+    # created_at) is not in it, so it costs adds nothing; the delayed count is a range.
+    "CREATE INDEX IF NOT EXISTS {p}jobs_delayed ON {jobs} (queue, run_at)"
+    " WHERE state = 'waiting' AND run_at > created_at",
+    # Waiting jobs of FIFO groups, by group then ready order: the group claim.
+    "CREATE INDEX IF NOT EXISTS {p}jobs_group ON {jobs} (queue, grp, priority DESC, ord_at, seq)"
+    " WHERE state = 'waiting' AND grp IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS {p}uniq_until ON {uniq} (until) WHERE until IS NOT NULL",
+)
+
+# The counters and the registry follow every change of {jobs}, whichever statement
+# (or COPY) made it. SQLite: row triggers (one writer at a time, so no hot row).
+# PostgreSQL: statement triggers over transition tables, one upsert per statement and
+# (queue, state), into the slot of the writing backend (dropped and re-created under the
+# migration lock: CREATE OR REPLACE TRIGGER needs PostgreSQL 14).
+_SQLITE_BUMP = (
+    "INSERT INTO {counts} (queue, state, slot, n) VALUES ({q}, {st}, 0, {d})"
+    " ON CONFLICT (queue, state, slot) DO UPDATE SET n = n + {d};"
+)
+TRIGGERS_SQLITE = (
+    "CREATE TRIGGER IF NOT EXISTS {p}jobs_counted_ins AFTER INSERT ON {jobs} BEGIN"
+    " INSERT INTO {queues} (name) VALUES (new.queue) ON CONFLICT (name) DO NOTHING; "
+    + _SQLITE_BUMP.format(counts="{counts}", q="new.queue", st="new.state", d="1")
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS {p}jobs_counted_upd AFTER UPDATE OF state ON {jobs}"
+    " WHEN old.state <> new.state BEGIN "
+    + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1")
+    + " "
+    + _SQLITE_BUMP.format(counts="{counts}", q="new.queue", st="new.state", d="1")
+    + " END",
+    "CREATE TRIGGER IF NOT EXISTS {p}jobs_counted_del AFTER DELETE ON {jobs} BEGIN "
+    + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1")
+    + " END",
+)
+_PG_BUMP = (
+    "INSERT INTO {counts} (queue, state, slot, n) SELECT queue, state,"
+    " pg_backend_pid() % " + str(COUNT_SLOTS) + ", SUM(d) FROM ({rows}) AS x"
+    " GROUP BY queue, state HAVING SUM(d) <> 0 ORDER BY queue, state"
+    " ON CONFLICT (queue, state, slot) DO UPDATE SET n = {counts}.n + excluded.n;"
+)
+TRIGGERS_PG = (
+    "CREATE OR REPLACE FUNCTION {count_fn}() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN"
+    " IF TG_OP = 'INSERT' THEN"
+    " INSERT INTO {queues} (name) SELECT DISTINCT queue FROM nt ORDER BY 1"
+    " ON CONFLICT (name) DO NOTHING; "
+    + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, 1 AS d FROM nt")
+    + " ELSIF TG_OP = 'UPDATE' THEN "
+    + _PG_BUMP.format(
+        counts="{counts}",
+        rows="SELECT queue, state, -1 AS d FROM ot UNION ALL SELECT queue, state, 1 FROM nt",
+    )
+    + " ELSE "
+    + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, -1 AS d FROM ot")
+    + " END IF; RETURN NULL; END $f$",
+    "DROP TRIGGER IF EXISTS {p}jobs_counted_ins ON {jobs}",
+    "CREATE TRIGGER {p}jobs_counted_ins AFTER INSERT ON {jobs}"
+    " REFERENCING NEW TABLE AS nt FOR EACH STATEMENT EXECUTE FUNCTION {count_fn}()",
+    "DROP TRIGGER IF EXISTS {p}jobs_counted_upd ON {jobs}",
+    "CREATE TRIGGER {p}jobs_counted_upd AFTER UPDATE ON {jobs}"
+    " REFERENCING OLD TABLE AS ot NEW TABLE AS nt FOR EACH STATEMENT EXECUTE FUNCTION"
+    " {count_fn}()",
+    "DROP TRIGGER IF EXISTS {p}jobs_counted_del ON {jobs}",
+    "CREATE TRIGGER {p}jobs_counted_del AFTER DELETE ON {jobs}"
+    " REFERENCING OLD TABLE AS ot FOR EACH STATEMENT EXECUTE FUNCTION {count_fn}()",
+)
+
+# Run once when a v1 database is upgraded (in the migration's transaction, after the
+# triggers exist and under its lock): the counters and the registry from the jobs.
+BACKFILL = (
+    "DELETE FROM {counts}",
+    "INSERT INTO {counts} (queue, state, slot, n) SELECT queue, state, 0, COUNT(*)"
+    " FROM {jobs} WHERE true GROUP BY queue, state",
+    "INSERT INTO {queues} (name) SELECT DISTINCT queue FROM {jobs} WHERE true"
+    " ON CONFLICT (name) DO NOTHING",
 )
 
 Q = {
@@ -107,10 +199,6 @@ Q = {
     # {dep_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
     # its completion (which releases dependents) waits for the admission to commit.
     "job_state": "SELECT state FROM {jobs} WHERE id = :id {dep_lock}",
-    "delete_job": "DELETE FROM {jobs} WHERE id = :id",
-    "delete_attempts": "DELETE FROM {attempts} WHERE job_id = :id",
-    "delete_logs": "DELETE FROM {logs} WHERE job_id = :id",
-    "delete_uniq": "DELETE FROM {uniq} WHERE job_id = :id",
     "insert_dep": "INSERT INTO {deps} (job_id, dep_id) VALUES (:job_id, :dep_id)",
     "mark_dependents": "UPDATE {jobs} SET dependents = 1 WHERE id = :id",
     "uniq_get": "SELECT job_id, until FROM {uniq} WHERE queue = :queue AND key = :key",
@@ -170,10 +258,11 @@ Q = {
         "UPDATE {jobs} SET lease_until = :until WHERE id = :id AND state = 'active'"
         " AND lease_token = :token AND attempts = :attempt RETURNING id"
     ),
-    # ---- sweep
+    # ---- sweep: every statement an index range with a LIMIT
     "expired_leases": (
         "SELECT id, attempts, max_attempts, stalls, lease_token, started_at, queue FROM {jobs}"
-        " WHERE state = 'active' AND lease_until < :now LIMIT 1000 {skip_locked}"
+        " WHERE state = 'active' AND lease_until < :now ORDER BY lease_until LIMIT :lim"
+        " {skip_locked}"
     ),
     "stall_requeue": (
         "UPDATE {jobs} SET state = 'waiting', stalls = stalls + 1, run_at = :now, ord_at = :now,"
@@ -190,9 +279,42 @@ Q = {
     "ttl_expire": (
         "UPDATE {jobs} SET state = 'failed', finished_at = :now, dlq_at = :now,"
         " error = 'not started within its ttl', reason = 'ttl_expired'"
-        " WHERE state = 'waiting' AND expire_at IS NOT NULL AND expire_at <= :now RETURNING id"
+        " WHERE id IN (SELECT id FROM {jobs} WHERE expire_at IS NOT NULL AND state = 'waiting'"
+        " AND expire_at <= :now ORDER BY expire_at LIMIT :lim {skip_locked})"
+        " AND state = 'waiting' RETURNING id"
     ),
-    "uniq_expire": "DELETE FROM {uniq} WHERE until IS NOT NULL AND until < :now",
+    "uniq_expire": (
+        "DELETE FROM {uniq} WHERE (queue, key) IN (SELECT queue, key FROM {uniq}"
+        " WHERE until IS NOT NULL AND until < :now ORDER BY until LIMIT :lim) RETURNING key"
+    ),
+    # What is due, in one read (each an index probe): the sweep opens a write
+    # transaction only for a step that has work.
+    "sweep_due": (
+        "SELECT EXISTS (SELECT 1 FROM {jobs} WHERE state = 'active' AND lease_until < :now),"
+        " EXISTS (SELECT 1 FROM {jobs} WHERE expire_at IS NOT NULL AND state = 'waiting'"
+        " AND expire_at <= :now),"
+        " EXISTS (SELECT 1 FROM {uniq} WHERE until IS NOT NULL AND until < :now),"
+        " EXISTS (SELECT 1 FROM {grp_rate} WHERE at < :idle)"
+    ),
+    # Queues holding finished jobs and how many (the counters), with the oldest
+    # one's finish time (the first entry of jobs_finished): the retention and DLQ bounds.
+    "finished_counts": (
+        "SELECT c.queue, c.state, SUM(c.n), (SELECT MIN(j.finished_at) FROM {jobs} j"
+        " WHERE j.queue = c.queue AND j.state = c.state AND j.finished_at IS NOT NULL)"
+        " FROM {counts} c WHERE c.state IN ('completed', 'failed')"
+        " GROUP BY c.queue, c.state HAVING SUM(c.n) > 0"
+    ),
+    # The oldest finished jobs of a queue (finished_at is dlq_at for failed jobs).
+    "prune_before": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " AND state = :state AND finished_at IS NOT NULL AND finished_at < :before"
+        " ORDER BY finished_at LIMIT :lim) RETURNING id"
+    ),
+    "prune_oldest": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " AND state = :state AND finished_at IS NOT NULL ORDER BY finished_at, seq"
+        " LIMIT :lim) RETURNING id"
+    ),
     # ---- queries
     "get_job": "SELECT " + JOB_COLS + " FROM {jobs} WHERE id = :id",
     "jobs_in_state": (
@@ -205,17 +327,24 @@ Q = {
     ),
     "jobs_delayed": (
         "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
-        " AND run_at > :now ORDER BY run_at, seq LIMIT :limit OFFSET :offset"
+        " AND run_at > created_at AND run_at > :now ORDER BY run_at, seq"
+        " LIMIT :limit OFFSET :offset"
     ),
     "jobs_finished": (
         "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = :state"
-        " ORDER BY finished_at DESC, seq DESC LIMIT :limit OFFSET :offset"
+        " AND finished_at IS NOT NULL ORDER BY finished_at DESC, seq DESC"
+        " LIMIT :limit OFFSET :offset"
     ),
+    # The counters, plus the delayed part of 'waiting' (a range of jobs_delayed).
     "counts": (
-        "SELECT state, CASE WHEN state = 'waiting' AND run_at > :now THEN 1 ELSE 0 END AS d,"
-        " COUNT(*) FROM {jobs} WHERE queue = :queue GROUP BY 1, 2"
+        "SELECT state, SUM(n) FROM {counts} WHERE queue = :queue GROUP BY state"
+        " UNION ALL SELECT 'delayed', COUNT(*) FROM {jobs} WHERE queue = :queue"
+        " AND state = 'waiting' AND run_at > created_at AND run_at > :now"
     ),
-    "queue_names": "SELECT DISTINCT queue FROM {jobs} UNION SELECT name FROM {queues}",
+    "count_state": (
+        "SELECT COALESCE(SUM(n), 0) FROM {counts} WHERE queue = :queue AND state = :state"
+    ),
+    "queue_names": "SELECT name FROM {queues}",
     "attempts_of": (
         "SELECT attempt, error, duration_ms, at, reason FROM {attempts}"
         " WHERE job_id = :id ORDER BY at, attempt"
@@ -229,6 +358,12 @@ Q = {
         " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
     ),
     "queue_get": "SELECT paused, limits, dlq FROM {queues} WHERE name = :queue",
+    # What a claim needs to know in one read: paused, limits, grouped jobs waiting.
+    "claim_info": (
+        "SELECT paused, limits, CASE WHEN EXISTS (SELECT 1 FROM {jobs} WHERE queue = :queue"
+        " AND state = 'waiting' AND grp IS NOT NULL) THEN 1 ELSE 0 END FROM {queues}"
+        " WHERE name = :queue"
+    ),
     "queue_set_limits": (
         "INSERT INTO {queues} (name, limits) VALUES (:queue, :limits)"
         " ON CONFLICT (name) DO UPDATE SET limits = excluded.limits"
@@ -255,8 +390,18 @@ Q = {
         " ORDER BY created_at LIMIT :limit) RETURNING id"
     ),
     "count_active": "SELECT COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'active'",
-    "obliterate": "DELETE FROM {jobs} WHERE queue = :queue RETURNING id",
+    "obliterate": (
+        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
+        " LIMIT :lim) RETURNING id"
+    ),
     "obliterate_queue": "DELETE FROM {queues} WHERE name = :queue",
+    "obliterate_counts": "DELETE FROM {counts} WHERE queue = :queue",
+    "obliterate_groups": "DELETE FROM {grp_rate} WHERE queue = :queue",
+    # Set-based forgetting of a batch of ids: {values} is a list of (:v<i>_0).
+    "forget_jobs": "DELETE FROM {jobs} WHERE id IN ({values})",
+    "forget_attempts": "DELETE FROM {attempts} WHERE job_id IN ({values})",
+    "forget_logs": "DELETE FROM {logs} WHERE job_id IN ({values})",
+    "forget_uniq": "DELETE FROM {uniq} WHERE job_id IN ({values})",
     "progress": "UPDATE {jobs} SET progress = :progress WHERE id = :id RETURNING id",
     "log_next": "SELECT COALESCE(MAX(n), 0) + 1 FROM {logs} WHERE job_id = :id",
     "log_add": "INSERT INTO {logs} (job_id, n, line) VALUES (:id, :n, :line)",
@@ -288,7 +433,6 @@ Q = {
         "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'failed'"
         " ORDER BY dlq_at DESC, seq DESC LIMIT :limit OFFSET :offset"
     ),
-    "dlq_size": "SELECT COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'failed'",
     "dlq_retry_all": (
         "UPDATE {jobs} SET state = 'waiting', run_at = :now, ord_at = :now, attempts = 0,"
         " stalls = 0, finished_at = NULL, dlq_at = NULL, dlq_retries = dlq_retries + :auto"
@@ -302,33 +446,53 @@ Q = {
     "dlq_auto_retry": (
         "UPDATE {jobs} SET state = 'waiting', run_at = :now, ord_at = :now, attempts = 0,"
         " stalls = 0, finished_at = NULL, dlq_at = NULL, dlq_retries = dlq_retries + 1"
-        " WHERE queue = :queue AND state = 'failed' AND dlq_at <= :before"
-        " AND dlq_retries < :max_retries AND reason <> 'ttl_expired' RETURNING id"
+        " WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue AND state = 'failed'"
+        " AND finished_at IS NOT NULL AND finished_at <= :before"
+        " AND dlq_retries < :max_retries AND reason <> 'ttl_expired' ORDER BY finished_at"
+        " LIMIT :lim) RETURNING id"
     ),
     "dlq_purge": "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' RETURNING id",
     "dlq_remove": (
         "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' AND id = :id RETURNING id"
     ),
-    "dlq_drop_old": (
-        "DELETE FROM {jobs} WHERE queue = :queue AND state = 'failed' AND dlq_at < :before"
-        " RETURNING id"
+    # ---- FIFO groups (the claim of a queue with grouped jobs or group limits)
+    # Groups with waiting jobs, in name order from :after (a loose index scan of
+    # jobs_group: one probe per group, whatever each group holds).
+    "group_names": (
+        "WITH RECURSIVE g(grp) AS (SELECT (SELECT MIN(grp) FROM {jobs} WHERE queue = :queue"
+        " AND state = 'waiting' AND grp IS NOT NULL AND grp > :after)"
+        " UNION ALL SELECT (SELECT MIN(j.grp) FROM {jobs} j WHERE j.queue = :queue"
+        " AND j.state = 'waiting' AND j.grp IS NOT NULL AND j.grp > g.grp)"
+        " FROM g WHERE g.grp IS NOT NULL) SELECT grp FROM g WHERE grp IS NOT NULL LIMIT :lim"
     ),
-    "dlq_drop_over": (
-        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
-        " AND state = 'failed' ORDER BY dlq_at DESC, seq DESC LIMIT -1 OFFSET :keep) RETURNING id"
+    "group_active": (
+        "SELECT grp, COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'active'"
+        " AND grp IS NOT NULL GROUP BY grp"
     ),
-    # ---- retention of completed jobs
-    "completed_prune_age": (
-        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE state = 'completed'"
-        " AND finished_at < :before LIMIT 10000) RETURNING id"
+    "group_heads": (
+        "SELECT id, priority, ord_at, seq FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " AND grp = :grp AND run_at <= :now AND (expire_at IS NULL OR expire_at > :now)"
+        " ORDER BY priority DESC, ord_at, seq LIMIT :n"
     ),
-    "completed_over": (
-        "SELECT queue, COUNT(*) - :keep FROM {jobs} WHERE state = 'completed'"
-        " GROUP BY queue HAVING COUNT(*) > :keep"
+    "ungrouped_heads": (
+        "SELECT id, priority, ord_at, seq FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " AND grp IS NULL AND run_at <= :now AND (expire_at IS NULL OR expire_at > :now)"
+        " ORDER BY priority DESC, ord_at, seq LIMIT :n"
     ),
-    "completed_prune_oldest": (
-        "DELETE FROM {jobs} WHERE id IN (SELECT id FROM {jobs} WHERE queue = :queue"
-        " AND state = 'completed' ORDER BY finished_at LIMIT :n) RETURNING id"
+    "lease_ids": (
+        "UPDATE {jobs} SET state = 'active', attempts = attempts + 1, lease_token = :token,"
+        " lease_owner = :owner, lease_until = :until, started_at = :now"
+        " WHERE id IN ({values}) AND state = 'waiting' RETURNING " + JOB_COLS
+    ),
+    "group_rate_get": "SELECT tokens, at FROM {grp_rate} WHERE queue = :queue AND grp = :grp",
+    "group_rate_set": (
+        "INSERT INTO {grp_rate} (queue, grp, tokens, at) VALUES (:queue, :grp, :tokens, :at)"
+        " ON CONFLICT (queue, grp) DO UPDATE SET tokens = excluded.tokens, at = excluded.at"
+    ),
+    "group_rate_reset": "DELETE FROM {grp_rate} WHERE queue = :queue",
+    "group_rate_idle": (
+        "DELETE FROM {grp_rate} WHERE (queue, grp) IN (SELECT queue, grp FROM {grp_rate}"
+        " WHERE at < :before LIMIT :lim) RETURNING grp"
     ),
 }
 
@@ -402,11 +566,31 @@ def values_rows(dialect: Dialect, n: int, width: int) -> str:
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
-    names = ("jobs", "deps", "uniq", "attempts", "logs", "queues", "meta", "kv")
+    names = (
+        "jobs",
+        "deps",
+        "uniq",
+        "attempts",
+        "logs",
+        "queues",
+        "meta",
+        "kv",
+        "counts",
+        "grp_rate",
+        "count_fn",
+    )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
     stmts = {**Q, **PG_ONLY} if dialect.name == "postgres" else Q
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
-    for i, ddl in enumerate(DDL):
-        rendered[f"ddl{i}"] = dialect.render(ddl, tables)
+    triggers = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE
+    for i, ddl in enumerate(DDL + triggers):
+        rendered[f"ddl{i:02d}"] = dialect.render(ddl, tables)
+    for i, stmt in enumerate(BACKFILL):
+        rendered[f"backfill{i}"] = dialect.render(stmt, tables)
     return rendered
+
+
+def ddl_names(sql: dict[str, str]) -> list[str]:
+    """The rendered DDL statements' names, in order (tables, indexes, then triggers)."""
+    return sorted(k for k in sql if k.startswith("ddl"))

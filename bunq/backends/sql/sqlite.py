@@ -26,7 +26,7 @@ from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, 
 from ..filekind import SQL_FILE, claim
 from ..urls import redact
 from .doorbell import Doorbell
-from .queries import SCHEMA_VERSION, SQLITE, render_all
+from .queries import SCHEMA_VERSION, SQLITE, ddl_names, render_all
 from .store import SqlBackend
 
 SYNC_MODES = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
@@ -253,18 +253,23 @@ class SQLiteBackend(SqlBackend):
             mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0])
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: could not switch to WAL (got {mode})")
-        with self._begin() as tx:
-            for key in sorted(k for k in self._sql if k.startswith("ddl")):
-                tx.raw(self._sql[key])
-            rows = tx.cur.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        with self._begin() as tx:  # the write lock is the migration lock
+            rows = tx.cur.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchall()
+            if rows:
+                rows = tx.cur.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()  # fmt: skip
             if rows and int(rows[0][0]) > SCHEMA_VERSION:
                 raise ConfigError(
                     f"{self.path} has schema v{rows[0][0]},"
                     f" newer than this bunq (v{SCHEMA_VERSION})"
                 )
-            if not rows:
-                tx.cur.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                               (str(SCHEMA_VERSION),))  # fmt: skip
+            for key in ddl_names(self._sql):
+                tx.raw(self._sql[key])
+            if rows and int(rows[0][0]) < SCHEMA_VERSION:  # v1: counters and registry, once
+                for key in sorted(k for k in self._sql if k.startswith("backfill")):
+                    tx.raw(self._sql[key])
+            if not rows or int(rows[0][0]) < SCHEMA_VERSION:
+                tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
 
     # -- wake-ups ----------------------------------------------------------------------
     def _ring(self, queue: str) -> None:

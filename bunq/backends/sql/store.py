@@ -16,7 +16,6 @@ from typing import Any, Protocol
 from ...codec import options_blob, pack, unpack
 from ...errors import ConfigError, DependencyError, DuplicateJob
 from ...job import (
-    FailureReason,
     Job,
     JobId,
     JobState,
@@ -27,15 +26,17 @@ from ...job import (
     check_new_jobs,
     now_ms,
 )  # fmt: skip
-from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
-from ...queueconfig import DlqConfig, QueueLimits, from_stored
+from ...policy import DEFAULT_MAX_STALLS, FailDecision
+from ...queueconfig import QueueLimits, from_stored
 from ...validate import MAX_ATTEMPTS, MAX_COUNT, duration, integer, lease_args, storable
-from ..base import ALL_CAPABILITIES, Capability, Clock, SweepResult
+from ..base import ALL_CAPABILITIES, Clock
 from ..base import check_queue_name as _qn
 from .admin import SqlAdmin
 from .groupcommit import GroupCommit
+from .groups import SqlGroups
 from .queries import Dialect, values_rows
 from .rows import job_from_row
+from .sweep import SqlSweep
 
 LIVE_STATES = ("waiting", "active", "waiting-children")
 
@@ -49,7 +50,7 @@ class Tx(Protocol):
     def raw(self, sql: str) -> None: ...
 
 
-class SqlBackend(SqlAdmin):
+class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
     """Backend over one SQL database that is the single source of truth.
 
     :param clock: epoch-ms clock for every decision (tests inject a fake one).
@@ -60,7 +61,7 @@ class SqlBackend(SqlAdmin):
     """
 
     kind = "sql"
-    capabilities = ALL_CAPABILITIES - {Capability.GROUPS}
+    capabilities = ALL_CAPABILITIES
 
     def __init__(self, *, clock: Clock = now_ms, max_payload: int = 1 << 20,
                  max_stalls: int = DEFAULT_MAX_STALLS, completed_max_age: int = 24 * 3600_000,
@@ -84,6 +85,10 @@ class SqlBackend(SqlAdmin):
 
     def _ring(self, queue: str) -> None:
         """Tell waiting workers that ``queue`` may have work (after commit)."""
+
+    def _ring_on_commit(self, tx: Tx, queue: str) -> bool:
+        """Attach the wake-up of ``queue`` to ``tx``'s commit if the dialect can (True)."""
+        return False
 
     def _lock_key(self, tx: Tx, key: str) -> None:
         """Serialise transactions on one identity (job id, unique key, limited queue).
@@ -220,9 +225,11 @@ class SqlBackend(SqlAdmin):
         return pending
 
     def _forget(self, tx: Tx, ids: Sequence[JobId]) -> None:
-        for jid in ids:
-            for name in ("delete_job", "delete_attempts", "delete_logs", "delete_uniq"):
-                tx.q(name, id=jid)
+        """Delete jobs and what hangs off them: a few set-based statements per 500 ids."""
+        for chunk in iter_chunks(list(ids), 500):
+            params = {f"v{i}_0": jid for i, jid in enumerate(chunk)}
+            for name in ("forget_jobs", "forget_attempts", "forget_logs", "forget_uniq"):
+                tx.sql(self._batch_sql(name, len(chunk), 1), params)
 
     # -- leases ------------------------------------------------------------------------
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
@@ -233,14 +240,17 @@ class SqlBackend(SqlAdmin):
         token = uuid.uuid4().hex
         with self._begin() as tx:
             now = self.clock()
-            n, tokens = self._admissible(tx, queue, n, now)
+            n, tokens, limits, grouped = self._admissible(tx, queue, n, now)
             if n <= 0:
                 return []
-            rows = tx.q("lease", token=token, owner=owner, until=now + lease_ms, now=now,
-                        queue=queue, n=n)  # fmt: skip
+            lease = {"token": token, "owner": owner, "until": now + lease_ms, "now": now}
+            if grouped:
+                rows = self._claim_groups(tx, queue, n, limits, now, lease)
+            else:
+                rows = tx.q("lease", queue=queue, n=n, **lease)
+                rows.sort(key=lambda r: (-r[5], r[23], r[6]))
             if rows and tokens is not None:  # a rate-limited queue spends its tokens
                 tx.q("rate_set", queue=queue, tokens=tokens - len(rows), at=now)
-        rows.sort(key=lambda r: (-r[5], r[23], r[6]))
         until = now + lease_ms
         out = []
         for r in rows:
@@ -248,16 +258,18 @@ class SqlBackend(SqlAdmin):
             out.append(Lease(job, token, job.attempts, until, owner))
         return out
 
-    def _admissible(self, tx: Tx, queue: str, n: int, now: int) -> tuple[int, float | None]:
-        """Return how many jobs the queue may lease now, and its rate tokens (if limited)."""
-        rows = tx.q("queue_get", queue=queue)
+    def _admissible(self, tx: Tx, queue: str, n: int,
+                    now: int) -> tuple[int, float | None, QueueLimits | None, bool]:  # fmt: skip
+        """How many jobs the queue may lease now, its rate tokens (if limited), its
+        limits, and whether the claim goes through the FIFO groups (:mod:`.groups`)."""
+        rows = tx.q("claim_info", queue=queue)
         if not rows:
-            return n, None
-        paused, limits_blob, _ = rows[0]
+            return n, None, None, False
+        paused, limits_blob, grouped = rows[0]
         if paused:
-            return 0, None
+            return 0, None, None, False
         if limits_blob is None:
-            return n, None
+            return n, None, None, bool(grouped)
         limits = from_stored(QueueLimits, **unpack(limits_blob))
         if limits.concurrency or limits.rate_max:
             self._lock_key(tx, f"lim:{queue}")  # the count and the tokens below stay exact
@@ -267,7 +279,8 @@ class SqlBackend(SqlAdmin):
         if limits.rate_max:
             tokens = self._rate_tokens(tx, queue, limits, now)
             n = min(n, int(tokens))
-        return n, tokens
+        grouped = grouped or bool(limits.group_concurrency or limits.group_rate_max)
+        return n, tokens, limits, bool(grouped)
 
     def _rate_tokens(self, tx: Tx, queue: str, limits: QueueLimits, now: int) -> float:
         rows = tx.q("rate_get", queue=queue)
@@ -284,11 +297,13 @@ class SqlBackend(SqlAdmin):
         if not packed:
             return []
         done: set[str] = set()
+        queues = {lease.job.queue for lease, _ in items}
         with self._begin() as tx:
             now = self.clock()
             for chunk in iter_chunks(packed, 200):
                 done.update(self._complete_chunk(tx, chunk, now))
-        for q in {lease.job.queue for lease, _ in items}:
+            queues = {q for q in queues if not self._ring_on_commit(tx, q)}
+        for q in queues:
             self._ring(q)
         return [Settle.OK if lease.job.id in done else Settle.STALE for lease, _ in items]
 
@@ -358,69 +373,6 @@ class SqlBackend(SqlAdmin):
             rows = tx.q("extend", id=lease.job.id, token=lease.token, attempt=lease.attempt,
                         until=self.clock() + lease_ms)  # fmt: skip
         return Settle.OK if rows else Settle.STALE
-
-    # -- sweep -------------------------------------------------------------------------
-    def sweep(self) -> SweepResult:
-        with self._begin() as tx:
-            now = self.clock()
-            woken: set[str] = set()  # queues that got work back: their workers are rung
-            requeued, dead = self._sweep_leases(tx, now, woken)
-            expired = [r[0] for r in tx.q("ttl_expire", now=now)]
-            for jid in expired:
-                tx.q("release_unique", id=jid)
-            tx.q("uniq_expire", now=now)
-            retried, dropped = self._dlq_maintenance(tx, now, woken)
-            self._retention(tx, now)
-        for q in woken:
-            self._ring(q)
-        return SweepResult(requeued, dead, len(expired), retried, dropped)
-
-    def _sweep_leases(self, tx: Tx, now: int, woken: set[str]) -> tuple[int, int]:
-        requeued = dead = 0
-        for jid, attempts, max_attempts, stalls, token, started, queue in tx.q(
-            "expired_leases", now=now
-        ):
-            to_dlq = decide_stall(attempts, max_attempts, stalls + 1, self.max_stalls)
-            rows = tx.q("stall_dead" if to_dlq else "stall_requeue", id=jid, token=token, now=now)
-            if not rows:
-                continue
-            tx.q("add_attempt", id=jid, attempt=attempts, error="lease expired",
-                 duration_ms=max(now - (started or now), 0), now=now,
-                 reason=FailureReason.STALLED.value)  # fmt: skip
-            if to_dlq:
-                tx.q("release_unique", id=jid)
-                dead += 1
-            else:
-                requeued += 1
-                woken.add(queue)
-        return requeued, dead
-
-    def _dlq_maintenance(self, tx: Tx, now: int, woken: set[str]) -> tuple[int, int]:
-        retried = dropped = 0
-        configs = {name: from_stored(DlqConfig, **unpack(blob))
-                   for name, blob in tx.q("queues_with_dlq")}  # fmt: skip
-        for (queue,) in tx.q("queue_names"):
-            cfg = configs.get(queue, DlqConfig())
-            if cfg.auto_retry:
-                back = tx.q("dlq_auto_retry", queue=queue, now=now,
-                            before=now - cfg.auto_retry_interval,
-                            max_retries=cfg.max_auto_retries)  # fmt: skip
-                if back:
-                    retried += len(back)
-                    woken.add(queue)
-            gone = []
-            if cfg.max_age is not None:
-                gone += [r[0] for r in tx.q("dlq_drop_old", queue=queue, before=now - cfg.max_age)]
-            gone += [r[0] for r in tx.q("dlq_drop_over", queue=queue, keep=cfg.max_entries)]
-            self._forget(tx, gone)
-            dropped += len(gone)
-        return retried, dropped
-
-    def _retention(self, tx: Tx, now: int) -> None:
-        gone = [r[0] for r in tx.q("completed_prune_age", before=now - self.completed_max_age)]
-        for queue, over in tx.q("completed_over", keep=self.completed_max_count):
-            gone += [r[0] for r in tx.q("completed_prune_oldest", queue=queue, n=over)]
-        self._forget(tx, gone)
 
     def _read(self) -> AbstractContextManager[Tx]:
         return self._begin()
