@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 
@@ -87,6 +88,9 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
         help="backend threads (default 1 for SQLite, inline for memory)",
     )
     p.add_argument("--log-level", default=settings.log_level, help="BUNQ_LOG_LEVEL (INFO)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logs (--log-level DEBUG)")
+    p.add_argument("--json", action="store_true",
+                   help="print where it listens as one JSON line instead of text")  # fmt: skip
     p.add_argument(
         "--log-format",
         choices=logs.FORMATS,
@@ -115,18 +119,28 @@ def client_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
-async def _serve(server: Server, url: str) -> None:
+async def _serve(server: Server, url: str, as_json: bool = False) -> None:
     await server.start()
     host = server.config.host
-    http = f", http {host}:{server.http_port}" if server.http_port else ""
-    print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {redact(url)}",
-          flush=True)  # fmt: skip
     dial = f"{client_host(host)}:{server.port}"
     announce = getattr(server.ctx.backend, "announce", None)
     if callable(announce):  # the bunq command finds the server through the data file
         announce(serve=dial)
+    if as_json:
+        http_at = None if server.http_port is None else f"{host}:{server.http_port}"
+        print(json.dumps({"listening": True, "tcp": f"{host}:{server.port}", "http": http_at,
+                          "backend": redact(url), "client": f"bunq://{dial}"}),
+              flush=True)  # fmt: skip
+        return await _until_signal(server)
+    http = f", http {host}:{server.http_port}" if server.http_port else ""
+    print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {redact(url)}",
+          flush=True)  # fmt: skip
     print(f"bunq serve: inspect it with 'bunq stats --backend bunq://{dial}'; "
           "SIGTERM or Ctrl-C stops it", flush=True)  # fmt: skip
+    await _until_signal(server)
+
+
+async def _until_signal(server: Server) -> None:
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -158,7 +172,7 @@ def main(argv: list[str] | None = None, settings: Settings | None = None) -> int
     """
     settings = settings or Settings.from_env()
     args = parser(settings).parse_args(argv)
-    logs.setup(args.log_level, args.log_format)
+    logs.setup("DEBUG" if args.verbose else args.log_level, args.log_format)
     args.backend = args.backend or settings.cli_backend()
     config = config_from(args, settings)
     try:
@@ -169,7 +183,7 @@ def main(argv: list[str] | None = None, settings: Settings | None = None) -> int
     _raise_fd_limit(config.max_connections + 256)
     server = Server(backend, config)
     try:
-        asyncio.run(_serve(server, args.backend))
+        asyncio.run(_serve(server, args.backend, args.json))
     except OSError as exc:  # the port is taken
         print(f"bunq serve: {exc}", file=sys.stderr)
         backend.close()

@@ -271,6 +271,43 @@ def test_worker_drains_gracefully_on_sigterm(work: Path) -> None:
     assert "processed 50" in stderr
 
 
+def test_serve_says_where_it_listens_as_json(work: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "serve", "--port", "0", "--http-port",
+                             "0", "--json", "-v", "--backend", f"sqlite:///{work}/s.db"],
+                            cwd=work, env=env_for(work), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        assert info["listening"] and info["client"].startswith("bunq://127.0.0.1:")
+        assert info["tcp"].startswith("127.0.0.1:") and info["backend"].startswith("sqlite:///")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and '"message": "stopped"' in err  # -v accepted; logs on stderr
+
+
+def test_a_failed_job_in_bunq_worker_is_printed_without_any_flag(work: Path) -> None:
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        job = q.add("bad", "fail", attempts=2, backoff=60_000)
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "worker", "q", "--handler",
+                             "jobs:handle"], cwd=work, env=env_for(work),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    with Queue("q", f"sqlite:///{work}/cli.db") as q:
+        deadline = time.monotonic() + 20
+        while q.get_job(job.id).attempts < 1 and time.monotonic() < deadline:  # type: ignore[union-attr]
+            time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=20)
+    [line] = [json.loads(ln) for ln in stderr.splitlines() if job.id in ln]
+    assert (line["level"], line["error"], line["retry_in_ms"] > 0) == (
+        "WARNING",
+        "ValueError: nope",
+        True,
+    )
+
+
 def test_a_failed_job_is_visible_without_any_flag(work: Path) -> None:
     with Queue("q", f"sqlite:///{work}/cli.db") as q:
         job = q.add("bad", "fail", attempts=1)
