@@ -121,6 +121,10 @@ def client_host(host: str) -> str:
 
 async def _serve(server: Server, url: str, as_json: bool = False) -> None:
     await server.start()
+    done = asyncio.Event()  # signals are handled before anyone is told where we listen
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, done.set)
     host = server.config.host
     dial = f"{client_host(host)}:{server.port}"
     announce = getattr(server.ctx.backend, "announce", None)
@@ -131,20 +135,12 @@ async def _serve(server: Server, url: str, as_json: bool = False) -> None:
         print(json.dumps({"listening": True, "tcp": f"{host}:{server.port}", "http": http_at,
                           "backend": redact(url), "client": f"bunq://{dial}"}),
               flush=True)  # fmt: skip
-        return await _until_signal(server)
-    http = f", http {host}:{server.http_port}" if server.http_port else ""
-    print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {redact(url)}",
-          flush=True)  # fmt: skip
-    print(f"bunq serve: inspect it with 'bunq stats --backend bunq://{dial}'; "
-          "SIGTERM or Ctrl-C stops it", flush=True)  # fmt: skip
-    await _until_signal(server)
-
-
-async def _until_signal(server: Server) -> None:
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, done.set)
+    else:
+        http = f", http {host}:{server.http_port}" if server.http_port else ""
+        print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {redact(url)}",
+              flush=True)  # fmt: skip
+        print(f"bunq serve: inspect it with 'bunq stats --backend bunq://{dial}'; "
+              "SIGTERM or Ctrl-C stops it", flush=True)  # fmt: skip
     await done.wait()
     await server.stop()
 
