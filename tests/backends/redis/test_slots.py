@@ -142,5 +142,5 @@ def test_every_script_call_touches_one_slot(own_redis: Any, clock: Any) -> None:
             assert key_slot(key) == slot, f"{args[0]!r} touches {key!r} outside the call's slot"
             checked += 1
     admin.close()
-    assert calls > 20 and checked > 10 * calls
+    assert calls > 20 and checked > 5 * calls
     assert seen == set(names.values()), f"scripts not exercised: {set(names.values()) - seen}"
