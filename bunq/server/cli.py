@@ -92,7 +92,7 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         tokens=tokens,
         max_frame=args.max_frame,
         idle_timeout=args.idle_timeout,
-        threads=args.threads or (4 if str(args.backend).startswith("postgres") else 1),
+        threads=args.threads or (4 if str(args.backend).startswith(("postgres", "redis")) else 1),
     )
 
 
