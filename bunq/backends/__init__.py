@@ -6,7 +6,7 @@
 | ``postgresql://user@host/db`` | PostgresBackend (psycopg 3; extra ``postgres``) |
 | ``memory://`` | the sharded memory engine (optionally ``?data=path``) |
 | ``sqs://<queue-url>`` | SQSBackend (boto3; extra ``sqs``) |
-| ``redis://host:6379/0?prefix=bunq`` | RedisBackend (redis-py; extra ``redis``; ``rediss://`` for TLS) |
+| ``redis://host:6379/0?prefix=bunq`` | RedisBackend (extra ``redis``; ``rediss://``: TLS) |
 | ``bunq://host:port`` | RemoteBackend, a client of ``bunq serve`` |
 
 Each call opens a new, independent backend; share one by passing the object.

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-import redis
-
 from ...codec import pack, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import DlqEntry, FailureReason, Job, JobId, JobState
@@ -32,7 +30,7 @@ _LIMIT_FIELDS = ("conc", "rate_max", "rate_dur", "gconc", "grate", "grate_dur")
 class RedisAdmin:
     """Mixin of RedisBackend: needs ``_r``, ``keys``, ``clock``, ``_now``, ``_known``."""
 
-    _r: redis.Redis
+    _r: Any  # redis.Redis (bytes replies)
     keys: Keys
     clock: Clock
     _known: set[str]
@@ -88,8 +86,8 @@ class RedisAdmin:
             return []
         now = self._now()
         with translated("get_jobs"):
-            rows = SCRIPTS.list.run(self._r, [self.keys.queue(queue)],
-                                    [now, JobState(state).value, max(offset, 0), limit])  # fmt: skip
+            args = [now, JobState(state).value, max(offset, 0), limit]
+            rows = SCRIPTS.list.run(self._r, [self.keys.queue(queue)], args)
         return [job_from_hash(fields(flat), queue, now) for flat in rows]
 
     def counts(self, queue: str) -> dict[JobState, int]:
@@ -97,7 +95,7 @@ class RedisAdmin:
         with translated("counts"):
             got = SCRIPTS.counts.run(self._r, [self.keys.queue(queue)], [self._now()])
         out = dict.fromkeys(JobState, 0)
-        for state, n in zip(_COUNT_STATES, got):
+        for state, n in zip(_COUNT_STATES, got[:-1], strict=True):
             out[state] = int(n)
         if got[-1]:
             out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
@@ -132,7 +130,8 @@ class RedisAdmin:
 
     def is_paused(self, queue: str) -> bool:
         with translated("is_paused"):
-            return self._r.hget(self.keys.meta(_qn(queue)), "paused") == b"1"
+            flag = self._r.hget(self.keys.meta(_qn(queue)), "paused")
+        return bool(flag == b"1")
 
     def _remove(self, queue: str, what: str, limit: int = BATCH, grace: int = 0,
                 extra: list[str] | None = None) -> list[str]:  # fmt: skip
@@ -175,11 +174,12 @@ class RedisAdmin:
     def set_limits(self, queue: str, limits: QueueLimits) -> None:
         self._register(_qn(queue))
         values = (limits.concurrency, limits.rate_max, limits.rate_duration,
-                  limits.group_concurrency, limits.group_rate_max, limits.group_rate_duration)
+                  limits.group_concurrency, limits.group_rate_max,
+                  limits.group_rate_duration)  # fmt: skip
         with translated("set_limits"):
             pipe = self._r.pipeline(transaction=False)
             pipe.hset(self.keys.meta(queue), mapping={
-                k: int(v or 0) for k, v in zip(_LIMIT_FIELDS, values)})  # fmt: skip
+                k: int(v or 0) for k, v in zip(_LIMIT_FIELDS, values, strict=True)})  # fmt: skip
             pipe.hdel(self.keys.meta(queue), "tokens", "rate_at")
             pipe.execute()
 
@@ -225,8 +225,9 @@ class RedisAdmin:
         if limit <= 0:
             return []
         with translated("dlq_list"):
-            ids = [i.decode() for i in self._r.zrevrange(
-                self.keys.queue(queue) + ":dlq", max(offset, 0), max(offset, 0) + limit - 1)]
+            start = max(offset, 0)
+            got = self._r.zrevrange(self.keys.queue(queue) + ":dlq", start, start + limit - 1)
+        ids = [i.decode() for i in got]
         now = self._now()
         out = []
         for f, raw in self._read(queue, ids):
@@ -293,4 +294,5 @@ class RedisAdmin:
 
     def kv_list(self, ns: str) -> dict[str, bytes]:
         with translated("kv_list"):
-            return {k.decode(): bytes(v) for k, v in sorted(self._r.hgetall(self.keys.kv(ns)).items())}
+            got = self._r.hgetall(self.keys.kv(ns))
+        return {k.decode(): bytes(v) for k, v in sorted(got.items())}

@@ -34,6 +34,7 @@ _STATE = {b"waiting": JobState.WAITING, b"delayed": JobState.DELAYED,
           b"waiting-children": JobState.WAITING_CHILDREN}  # fmt: skip
 _OPT_ARGS: dict[int, tuple[JobOptions, list[Any]]] = {}
 WAIT_SLICE_S = 5.0  # a blocking wait is cut into slices shorter than the socket timeout
+KNOWN_FOR_S = 10.0  # an add re-registers its queue at least this often
 
 
 def _opt_args(o: JobOptions) -> list[Any]:
@@ -73,7 +74,7 @@ class RedisBackend(RedisAdmin):
                  completed_max_count: int = 100_000) -> None:  # fmt: skip
         self.config = RedisConfig.parse(url)
         opts: dict[str, Any] = {"socket_timeout": 30.0, "socket_connect_timeout": 5.0}
-        self._r = redis.Redis.from_url(self.config.client_url, **opts)
+        self._r: Any = redis.Redis.from_url(self.config.client_url, **opts)
         self.keys = Keys(self.config.prefix)
         self._server_clock = None if clock is not None else ServerClock()
         self.clock: Clock = clock or self._server_clock or ServerClock()
@@ -81,7 +82,8 @@ class RedisBackend(RedisAdmin):
         self.max_stalls = max_stalls
         self.completed_max_age = completed_max_age
         self.completed_max_count = completed_max_count
-        self._known: set[str] = set()  # queues this process has registered
+        self._known: set[str] = set()  # queues this process has registered lately
+        self._known_at = time.monotonic()
         self._pid = os.getpid()
         with translated("connect"):
             self._r.ping()
@@ -120,8 +122,8 @@ class RedisBackend(RedisAdmin):
             for queue, idx in by_queue.items():
                 new, admitted = self._add_queue(queue, [jobs[i] for i in idx],
                                                 [args_of[i] for i in idx])  # fmt: skip
-                for i, job in zip(idx, new):
-                    out[i] = job
+                for i, added in zip(idx, new, strict=True):
+                    out[i] = added
                 done.append((queue, admitted))
         except Exception:
             for queue, ids in done:  # a batch over several queues: all or none
@@ -150,6 +152,9 @@ class RedisBackend(RedisAdmin):
             shards.setdefault(self.keys.ids(job.id), []).extend((job.id, queue))
         for key, pairs in shards.items():
             pipe.hset(key, items=pairs)
+        if time.monotonic() - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
+            self._known.clear()
+            self._known_at = time.monotonic()
         if queue not in self._known:
             pipe.sadd(self.keys.registry, queue)
         with translated("add"):
@@ -163,6 +168,11 @@ class RedisBackend(RedisAdmin):
         reply = res[0]
         if reply[0] == b"err":
             self._refuse(queue, reply)
+        return self._answers(queue, jobs, reply, now)
+
+    def _answers(self, queue: str, jobs: list[NewJob], reply: list[Any],
+                 now: int) -> tuple[list[Job], list[str]]:  # fmt: skip
+        """The jobs an add script's reply stands for, and the ids it admitted."""
         out: list[Job] = []
         admitted: list[str] = []
         for k, job in enumerate(jobs):
@@ -259,8 +269,8 @@ class RedisBackend(RedisAdmin):
             a: list[Any] = []
             for i in idx:
                 lease, result = items[i]
-                a += (lease.job.id, lease.token, lease.attempt,
-                      pack(result, "result", self.max_payload))
+                blob = pack(result, "result", self.max_payload)
+                a += (lease.job.id, lease.token, lease.attempt, blob)
             args[queue] = a
         now = self._now()
         with translated("complete"):
@@ -272,8 +282,8 @@ class RedisBackend(RedisAdmin):
                     self.keys.queue(q): [now, *a] for q, a in args.items()})  # fmt: skip
         out = [Settle.STALE] * len(items)
         removed: list[str] = []
-        for (_queue, idx), reply in zip(by_queue.items(), replies):
-            for i, ok in zip(idx, reply[:-1]):
+        for idx, reply in zip(by_queue.values(), replies, strict=True):
+            for i, ok in zip(idx, reply[:-1], strict=True):
                 if ok:
                     out[i] = Settle.OK
             removed += [r.decode() for r in reply[-1]]
@@ -326,7 +336,7 @@ class RedisBackend(RedisAdmin):
             tags = {self.keys.queue(q): [now] for q in queues}
             expired = self._pipelined(SCRIPTS.sweep_read.sha, tags)
             apply: dict[str, list[Any]] = {}
-            for tag, rows in zip(tags, expired):
+            for tag, rows in zip(tags, expired, strict=True):
                 a: list[Any] = [now]
                 for jid, attempts, max_attempts, stalls, token in rows:
                     dead = decide_stall(int(attempts), int(max_attempts), int(stalls) + 1,
@@ -339,8 +349,8 @@ class RedisBackend(RedisAdmin):
                 for r, d in self._pipelined(SCRIPTS.sweep_apply.sha, apply):
                     requeued += int(r)
                     dead_n += int(d)
-            house = self._pipelined(SCRIPTS.house.sha, {
-                t: [now, self.completed_max_age, self.completed_max_count] for t in tags})  # fmt: skip
+            keep = [now, self.completed_max_age, self.completed_max_count]
+            house = self._pipelined(SCRIPTS.house.sha, dict.fromkeys(tags, keep))
         ttl = retried = dropped = 0
         removed: list[str] = []
         for t, r, d, gone in house:

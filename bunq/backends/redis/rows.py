@@ -22,7 +22,7 @@ _REASONS = {r.value.encode(): r for r in FailureReason}
 
 def fields(flat: Sequence[bytes]) -> dict[bytes, bytes]:
     it = iter(flat)
-    return dict(zip(it, it))
+    return dict(zip(it, it, strict=False))
 
 
 def _int(v: bytes | None) -> int | None:

@@ -36,7 +36,8 @@ def test_url_options() -> None:
 def test_missing_redis_py_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    for mod in [m for m in sys.modules if m == "redis" or m.startswith(("redis.", "bunq.backends.redis"))]:
+    gone = ("redis.", "bunq.backends.redis")
+    for mod in [m for m in sys.modules if m == "redis" or m.startswith(gone)]:
         monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setitem(sys.modules, "redis", None)  # import redis -> ImportError
     with pytest.raises(ConfigError, match=r"pip install 'bunq-queue\[redis\]'") as err:
@@ -45,8 +46,9 @@ def test_missing_redis_py_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_unreachable_server_is_backend_unavailable() -> None:
-    from bunq.errors import BackendUnavailable
     from backends.redis.conftest import free_port
+
+    from bunq.errors import BackendUnavailable
 
     with pytest.raises(BackendUnavailable):
         connect(f"redis://127.0.0.1:{free_port()}/0")

@@ -90,8 +90,7 @@ def workload(be: Any, clock: Any) -> None:
     be.sweep()
     be.dlq_list("q")
     be.dlq_retry("q")
-    for lease in be.lease("q", 10, 1):
-        pass
+    be.lease("q", 10, 1)
     clock.advance(10)
     be.sweep()
     be.clean("q", 0, 10, JobState.COMPLETED)
