@@ -10,7 +10,9 @@ injected clock in tests.
 from __future__ import annotations
 
 import os
+import threading
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +30,7 @@ from .config import RedisConfig
 from .errors import translated
 from .keys import Keys
 from .rows import fields, job_from_hash
-from .scripts import SCRIPTS
+from .scripts import SCRIPTS, Script
 
 _STATE = {b"waiting": JobState.WAITING, b"delayed": JobState.DELAYED,
           b"waiting-children": JobState.WAITING_CHILDREN}  # fmt: skip
@@ -84,7 +86,8 @@ class RedisBackend(RedisAdmin):
         self.completed_max_count = completed_max_count
         self._known: set[str] = set()  # queues this process has registered lately
         self._known_at = time.monotonic()
-        self._pid = os.getpid()
+        self._local = threading.local()
+        self._conns: weakref.WeakSet[Any] = weakref.WeakSet()  # per-thread connections
         with translated("connect"):
             self._r.ping()
             SCRIPTS.load(self._r)
@@ -103,6 +106,8 @@ class RedisBackend(RedisAdmin):
         return self.clock()
 
     def close(self) -> None:
+        for conn in list(self._conns):
+            conn.disconnect()
         self._r.close()
         self._r.connection_pool.disconnect()
 
@@ -145,23 +150,21 @@ class RedisBackend(RedisAdmin):
         for a in argss:
             args += a
         tag = self.keys.queue(queue)
-        pipe = self._r.pipeline(transaction=False)
-        pipe.evalsha(SCRIPTS.add.sha, 1, tag, *args)
+        cmds: list[tuple[Any, ...]] = [("EVALSHA", SCRIPTS.add.sha, 1, tag, *args)]
         shards: dict[str, list[str]] = {}
         for job in jobs:
             shards.setdefault(self.keys.ids(job.id), []).extend((job.id, queue))
         for key, pairs in shards.items():
-            pipe.hset(key, items=pairs)
+            cmds.append(("HSET", key, *pairs))
         if time.monotonic() - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
             self._known.clear()
             self._known_at = time.monotonic()
         if queue not in self._known:
-            pipe.sadd(self.keys.registry, queue)
+            cmds.append(("SADD", self.keys.registry, queue))
         with translated("add"):
-            res = pipe.execute(raise_on_error=False)
-            if isinstance(res[0], redis.exceptions.NoScriptError):
-                SCRIPTS.load(self._r)
-                res = [SCRIPTS.add.run(self._r, [tag], args)]
+            res = self._roundtrip(cmds)
+            if isinstance(res[0], redis.exceptions.NoScriptError):  # the rest is idempotent
+                res = [self._eval(SCRIPTS.add, tag, args)]
             if isinstance(res[0], Exception):
                 raise res[0]
         self._known.add(queue)
@@ -190,6 +193,55 @@ class RedisBackend(RedisAdmin):
         if removed:
             self._unindex([r.decode() for r in removed])
         return out, admitted
+
+    def _conn(self) -> Any:
+        """This thread's own connection for the hot paths (no pool check-out per call)."""
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if conn is None or local.pid != os.getpid():
+            conn = local.conn = self._r.connection_pool.make_connection()
+            local.pid = os.getpid()
+            self._conns.add(conn)
+        return conn
+
+    def _roundtrip(self, cmds: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``cmds`` in one write and read every reply (errors returned, not raised).
+
+        A pipeline without redis-py's pipeline object, on this thread's connection. A
+        connection that fails mid-way is dropped (the next call reconnects) and nothing
+        is resent: a lost reply must not apply a step twice.
+        """
+        conn = self._conn()
+        try:
+            conn.send_packed_command(conn.pack_commands(cmds))
+            out: list[Any] = []
+            for _ in cmds:
+                try:
+                    out.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    out.append(exc)
+            return out
+        except BaseException:
+            conn.disconnect()
+            raise
+
+    def _eval(self, script: Script, tag: str, args: list[Any]) -> Any:
+        """One script call on one queue in one round trip (loading the scripts on NOSCRIPT)."""
+        return self._pipelined(script, {tag: args})[0]
+
+    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]:
+        """Run one script over several queues in one round trip (reloading on NOSCRIPT)."""
+        cmds = [("EVALSHA", script.sha, 1, tag, *a) for tag, a in calls.items()]
+        res = self._roundtrip(cmds)
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in res):
+            SCRIPTS.load(self._r)  # a restarted or flushed server: calls that failed did nothing
+            redo = [i for i, r in enumerate(res) if isinstance(r, redis.exceptions.NoScriptError)]
+            for i, r in zip(redo, self._roundtrip([cmds[i] for i in redo]), strict=True):
+                res[i] = r
+        for r in res:
+            if isinstance(r, Exception):
+                raise r
+        return res
 
     def _refuse(self, queue: str, reply: list[Any]) -> None:
         code, *rest = (x.decode() if isinstance(x, bytes) else x for x in reply[1:])
@@ -228,8 +280,8 @@ class RedisBackend(RedisAdmin):
         token = os.urandom(12).hex()
         now = self._now()
         with translated("lease"):
-            res = SCRIPTS.lease.run(self._r, [self.keys.queue(queue)],
-                                    [now, n, lease_ms, token, owner])  # fmt: skip
+            args = [now, n, lease_ms, token, owner]
+            res = self._eval(SCRIPTS.lease, self.keys.queue(queue), args)
         until = now + lease_ms
         out = []
         for flat in res[1:]:
@@ -274,12 +326,8 @@ class RedisBackend(RedisAdmin):
             args[queue] = a
         now = self._now()
         with translated("complete"):
-            if len(by_queue) == 1:
-                [(queue, a)] = args.items()
-                replies = [SCRIPTS.complete.run(self._r, [self.keys.queue(queue)], [now, *a])]
-            else:
-                replies = self._pipelined(SCRIPTS.complete.sha, {
-                    self.keys.queue(q): [now, *a] for q, a in args.items()})  # fmt: skip
+            replies = self._pipelined(SCRIPTS.complete, {
+                self.keys.queue(q): [now, *a] for q, a in args.items()})  # fmt: skip
         out = [Settle.STALE] * len(items)
         removed: list[str] = []
         for idx, reply in zip(by_queue.values(), replies, strict=True):
@@ -291,28 +339,12 @@ class RedisBackend(RedisAdmin):
             self._unindex(removed)
         return out
 
-    def _pipelined(self, sha: str, calls: dict[str, list[Any]]) -> list[Any]:
-        """Run one script over several queues in one round trip (reloading on NOSCRIPT)."""
-        for _ in range(2):
-            pipe = self._r.pipeline(transaction=False)
-            for tag, a in calls.items():
-                pipe.evalsha(sha, 1, tag, *a)
-            res = pipe.execute(raise_on_error=False)
-            if any(isinstance(r, redis.exceptions.NoScriptError) for r in res):
-                SCRIPTS.load(self._r)
-                continue
-            for r in res:
-                if isinstance(r, Exception):
-                    raise r
-            return list(res)
-        raise BackendError("redis: scripts could not be loaded")
-
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip
         err = "" if error is None else str(error)[:4000]
         now = self._now()
         with translated("fail"):
-            ok, removed = SCRIPTS.fail.run(self._r, [self.keys.queue(lease.job.queue)], [
+            ok, removed = self._eval(SCRIPTS.fail, self.keys.queue(lease.job.queue), [
                 now, lease.job.id, lease.token, lease.attempt, decision.kind, decision.run_at,
                 decision.reason.value, err, max(int(duration_ms), 0)])  # fmt: skip
         if removed:
@@ -321,9 +353,8 @@ class RedisBackend(RedisAdmin):
 
     def extend(self, lease: Lease, lease_ms: int) -> Settle:
         with translated("extend"):
-            ok = SCRIPTS.extend.run(self._r, [self.keys.queue(lease.job.queue)],
-                                    [lease.job.id, lease.token, lease.attempt,
-                                     self._now() + lease_ms])  # fmt: skip
+            args = [lease.job.id, lease.token, lease.attempt, self._now() + lease_ms]
+            ok = self._eval(SCRIPTS.extend, self.keys.queue(lease.job.queue), args)
         return Settle.OK if ok else Settle.STALE
 
     # -- sweep -----------------------------------------------------------------------
@@ -334,7 +365,7 @@ class RedisBackend(RedisAdmin):
                 return SweepResult()
             now = self._now()
             tags = {self.keys.queue(q): [now] for q in queues}
-            expired = self._pipelined(SCRIPTS.sweep_read.sha, tags)
+            expired = self._pipelined(SCRIPTS.sweep_read, tags)
             apply: dict[str, list[Any]] = {}
             for tag, rows in zip(tags, expired, strict=True):
                 a: list[Any] = [now]
@@ -346,11 +377,11 @@ class RedisBackend(RedisAdmin):
                     apply[tag] = a
             requeued = dead_n = 0
             if apply:
-                for r, d in self._pipelined(SCRIPTS.sweep_apply.sha, apply):
+                for r, d in self._pipelined(SCRIPTS.sweep_apply, apply):
                     requeued += int(r)
                     dead_n += int(d)
             keep = [now, self.completed_max_age, self.completed_max_count]
-            house = self._pipelined(SCRIPTS.house.sha, dict.fromkeys(tags, keep))
+            house = self._pipelined(SCRIPTS.house, dict.fromkeys(tags, keep))
         ttl = retried = dropped = 0
         removed: list[str] = []
         for t, r, d, gone in house:

@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 from contract.helpers import add, lease1
 
-from bunq import BackendError, ConfigError, DuplicateJob, JobState, UnsupportedError, connect
+from bunq import (
+    BackendError,
+    ConfigError,
+    DuplicateJob,
+    JobState,
+    Settle,
+    UnsupportedError,
+    connect,
+)
 from bunq.backends.redis.config import RedisConfig
 from bunq.job import DEFAULT_OPTIONS, NewJob
 from bunq.queue import new_job
@@ -147,3 +155,24 @@ def test_obliterate_removes_every_key_of_the_queue(backend: Any) -> None:
     left = list(client.scan_iter(match=backend.keys.queue("q").replace("{", "\\{") + "*"))
     client.close()
     assert left == [] and "q" not in backend.queues()
+
+
+def test_flushed_scripts_reload_on_noscript(own_redis: Any, clock: Any) -> None:
+    import redis
+
+    be = connect(own_redis.url + "?prefix=ns", clock=clock)
+    admin = redis.Redis.from_url(own_redis.url)
+    try:
+        add(be, data=1)
+        admin.script_flush()
+        add(be, data=2)  # add: EVALSHA fails with NOSCRIPT, the scripts load, the add runs once
+        admin.script_flush()
+        leases = be.lease("q", 5, 30_000)
+        assert [x.job.data for x in leases] == [1, 2]
+        admin.script_flush()
+        assert be.complete_many([(x, None) for x in leases]) == [Settle.OK, Settle.OK]
+        admin.script_flush()
+        assert be.counts("q")[JobState.COMPLETED] == 2 and be.sweep().requeued == 0
+    finally:
+        admin.close()
+        be.close()

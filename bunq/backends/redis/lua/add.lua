@@ -73,6 +73,7 @@ end
 
 -- pass 2: write
 local out, removed, ready = {'ok'}, {}, 0
+local seq = redis.call('INCRBY', SEQ, n) - n
 for j = 1, n do
   local J = jobs[j]
   if J.batch then
@@ -92,27 +93,37 @@ for j = 1, n do
       forget(J.replace)
       removed[#removed + 1] = J.replace
     end
-    local seq = redis.call('INCR', SEQ)
+    seq = seq + 1
     local ra = now + J.delay
     local k = JOB .. J.id
     local state = J.pending > 0 and 'waiting-children' or 'waiting'
-    redis.call('HSET', k, 'id', J.id, 'n', J.name, 'd', J.data, 's', state, 'p', J.p, 'seq', seq, 'ra', ra,
-      'ca', now, 'a', 0, 'ma', J.ma, 'st', 0, 'o', J.opts, 'pg', 0, 'lifo', J.lifo, 'pd', J.pending)
-    if J.g ~= '' then redis.call('HSET', k, 'g', J.g) end
-    if J.pid ~= '' then redis.call('HSET', k, 'pid', J.pid) end
-    if J.rmc == '1' then redis.call('HSET', k, 'rmc', 1) end
-    if J.rmf == '1' then redis.call('HSET', k, 'rmf', 1) end
+    local h = {'id', J.id, 'n', J.name, 'd', J.data, 's', state, 'p', J.p, 'seq', seq, 'ra', ra,
+      'ca', now, 'a', 0, 'ma', J.ma, 'o', J.opts}
+    local function put(f, v) h[#h + 1] = f; h[#h + 1] = v end
+    if J.pending > 0 then put('pd', J.pending) end
+    if J.lifo == '1' then put('lifo', '1') end
+    if J.g ~= '' then put('g', J.g) end
+    if J.pid ~= '' then put('pid', J.pid) end
+    if J.rmc == '1' then put('rmc', 1) end
+    if J.rmf == '1' then put('rmf', 1) end
+    if J.uk ~= '' then put('uk', J.uk) end
+    local x
+    if J.ttl ~= '' then
+      x = now + tonumber(J.ttl)
+      put('x', x)
+    end
+    local m
+    if state == 'waiting' and ra <= now then
+      m = member(J.p, J.lifo, ra, seq, J.id)
+      put('m', m)
+    end
+    redis.call('HSET', k, unpack(h))
     for _, dep in ipairs(J.deps) do
       local ds = redis.call('HGET', JOB .. dep, 's')
       if ds ~= 'completed' then redis.call('SADD', T .. ':dep:' .. dep, J.id) end
     end
-    if J.ttl ~= '' then
-      local x = now + tonumber(J.ttl)
-      redis.call('HSET', k, 'x', x)
-      redis.call('ZADD', TTL, x, J.id)
-    end
+    if x then redis.call('ZADD', TTL, x, J.id) end
     if J.uk ~= '' then
-      redis.call('HSET', k, 'uk', J.uk)
       redis.call('HSET', UQ, 'k:' .. J.uk, J.id)
       if J.uttl ~= '' then
         redis.call('HSET', UQ, 't:' .. J.uk, now + tonumber(J.uttl))
@@ -122,9 +133,13 @@ for j = 1, n do
         redis.call('ZREM', UQX, J.uk)
       end
     end
-    if state == 'waiting' then
-      ready = ready + place(J.id, ra, now)
-      out[#out + 1] = ra > now and 'delayed' or 'waiting'
+    if m then
+      lane_add(J.g, m)
+      ready = ready + 1
+      out[#out + 1] = 'waiting'
+    elseif state == 'waiting' then
+      redis.call('ZADD', DELAYED, ra, J.id)
+      out[#out + 1] = 'delayed'
     else
       redis.call('ZADD', WC, seq, J.id)
       out[#out + 1] = state
