@@ -1,7 +1,7 @@
 """W1-W4 on the Redis backend beside RQ and BullMQ on the same Redis; prints JSON.
 
     python bench/redis.py [--url redis://127.0.0.1:6379/0] [-n 20000] [--only W1,W2,W3,W4]
-                          [--rq-python /path/to/venv/bin/python] [--node node]
+                          [--repeat 3] [--rq-python /path/to/venv/bin/python] [--node node]
 
 bunq runs the workloads of ``bench/workloads.py`` (under a fresh key prefix, deleted
 afterwards). RQ runs ``bench/rq_side.py`` with ``--rq-python`` (a Python that has
@@ -81,34 +81,50 @@ def main() -> None:
     ap.add_argument("--only", default="W1,W2,W3,W4")
     ap.add_argument("--rq-python", default=os.environ.get("RQ_PYTHON"))
     ap.add_argument("--node", default=shutil.which("node"))
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs (median kept)")
     args = ap.parse_args()
     has_bullmq = args.node and os.path.isdir(os.path.join(BENCH, ".node", "node_modules", "bullmq"))
     summary: dict[str, Any] = {}
     for name in args.only.split(","):
         key = "p50_ms" if name == "W4" else "per_s"
-        bunq = bunq_run(args.url, name, args.n)
-        row: dict[str, Any] = {"workload": name, "bunq": bunq}
         size = "10" if name == "W4" else str(min(args.n, 5_000) if name == "W3" else args.n)
-        if args.rq_python:
-            row["rq"] = side([args.rq_python, os.path.join(BENCH, "rq_side.py"), SIDE[name], size,
-                              args.url])  # fmt: skip
-        if has_bullmq:
-            row["bullmq"] = side([args.node, os.path.join(BENCH, "bullmq_side.mjs"), SIDE[name],
-                                  "10" if name == "W4" else str(args.n), args.url])  # fmt: skip
-        ours = bunq["p50_ms"] if name == "W4" else bunq["jobs_per_s"]
+        runs: dict[str, list[dict[str, Any]]] = {"bunq": [], "rq": [], "bullmq": []}
+        for _ in range(args.repeat):  # interleaved, so load changes hit every system alike
+            bunq = bunq_run(args.url, name, args.n)
+            runs["bunq"].append({**bunq, "per_s": bunq.get("jobs_per_s")})
+            if args.rq_python:
+                got = side([args.rq_python, os.path.join(BENCH, "rq_side.py"), SIDE[name],
+                            size, args.url])  # fmt: skip
+                if got:
+                    runs["rq"].append(got)
+            if has_bullmq:
+                got = side([args.node, os.path.join(BENCH, "bullmq_side.mjs"), SIDE[name],
+                            "10" if name == "W4" else str(args.n), args.url])  # fmt: skip
+                if got:
+                    runs["bullmq"].append(got)
+        row: dict[str, Any] = {"workload": name}
+        med: dict[str, float] = {}
+        for system, results in runs.items():
+            if results:
+                values = sorted(float(r[key]) for r in results)
+                med[system] = values[len(values) // 2]
+                row[system] = {key: med[system], "runs": [r[key] for r in results]}
+                if name == "W4":
+                    p99 = sorted(float(r["p99_ms"]) for r in results)
+                    row[system]["p99_ms"] = p99[len(p99) // 2]
         ratios = {}
         for peer in ("rq", "bullmq"):
-            theirs = (row.get(peer) or {}).get(key)
-            if theirs:
-                # throughput: ours / theirs; latency: theirs / ours (> 1 means bunq is better)
+            if peer in med and med[peer]:
+                # throughput: ours / theirs; latency: theirs / ours (> 1: bunq does better)
+                ours, theirs = med["bunq"], med[peer]
                 ratios[peer] = round(theirs / ours if name == "W4" else ours / theirs, 2)
         row["bunq_vs"] = ratios
         row["targets"] = TARGETS.get(name, {})
         row["met"] = all(ratios.get(p, 0) >= t for p, t in TARGETS.get(name, {}).items())
         print(json.dumps(row), flush=True)
-        summary[name] = {"bunq": ours, **{p: (row.get(p) or {}).get(key) for p in ("rq", "bullmq")},
-                         "ratios": ratios}  # fmt: skip
-    print(json.dumps({"summary": summary, "n": args.n, "python": sys.version.split()[0]}))
+        summary[name] = {**med, "ratios": ratios, "met": row["met"]}
+    print(json.dumps({"summary": summary, "n": args.n, "median_of": args.repeat,
+                      "python": sys.version.split()[0]}))  # fmt: skip
 
 
 if __name__ == "__main__":
