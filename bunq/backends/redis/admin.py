@@ -134,7 +134,7 @@ class RedisAdmin:
         return bool(flag == b"1")
 
     def _remove(self, queue: str, what: str, limit: int = BATCH, grace: int = 0,
-                extra: list[str] | None = None) -> list[str]:  # fmt: skip
+                extra: list[str] | None = None, unindex: bool = True) -> list[str]:  # fmt: skip
         """Remove jobs of ``queue`` in batches of ``limit`` until ``limit`` total or none left."""
         gone: list[str] = []
         tag = self.keys.queue(queue)
@@ -143,7 +143,7 @@ class RedisAdmin:
                 got = SCRIPTS.remove.run(self._r, [tag], [self._now(), what, min(limit - len(gone),
                                          BATCH), grace, *(extra or ())])  # fmt: skip
             ids = [g.decode() for g in got]
-            if ids:
+            if ids and unindex:
                 self._unindex(ids)
             gone += ids
             if what in ("ids", "dlq_one") or not ids or len(gone) >= limit:

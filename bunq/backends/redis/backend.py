@@ -153,25 +153,67 @@ class RedisBackend(RedisAdmin):
         cmds: list[tuple[Any, ...]] = [("EVALSHA", SCRIPTS.add.sha, 1, tag, *args)]
         shards: dict[str, list[str]] = {}
         for job in jobs:
-            shards.setdefault(self.keys.ids(job.id), []).extend((job.id, queue))
-        for key, pairs in shards.items():
-            cmds.append(("HSET", key, *pairs))
+            shards.setdefault(self.keys.ids(job.id), []).append(job.id)
+        for key, ids in shards.items():
+            cmds.append(("EVALSHA", SCRIPTS.index_put.sha, 1, key, queue, *ids))
         if time.monotonic() - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
             self._known.clear()
             self._known_at = time.monotonic()
         if queue not in self._known:
             cmds.append(("SADD", self.keys.registry, queue))
         with translated("add"):
-            res = self._roundtrip(cmds)
-            if isinstance(res[0], redis.exceptions.NoScriptError):  # the rest is idempotent
-                res = [self._eval(SCRIPTS.add, tag, args)]
-            if isinstance(res[0], Exception):
-                raise res[0]
+            res = self._scripted(cmds)
         self._known.add(queue)
         reply = res[0]
         if reply[0] == b"err":
             self._refuse(queue, reply)
-        return self._answers(queue, jobs, reply, now)
+        out, admitted = self._answers(queue, jobs, reply, now)
+        clashes = [(c[0].decode(), c[1].decode()) for r in res[1 : 1 + len(shards)] for c in r]
+        if clashes:
+            out, admitted = self._clashes(queue, jobs, out, admitted, clashes)
+        return out, admitted
+
+    def _clashes(self, queue: str, jobs: list[NewJob], out: list[Job], admitted: list[str],
+                 clashes: list[tuple[str, str]]) -> tuple[list[Job], list[str]]:  # fmt: skip
+        """Ids this add admitted that the index maps to another queue (job ids are global).
+
+        A stale entry (no such job there) is taken over. A live job with that idempotent
+        job id is the answer (this add's copy is removed); a finished one is removed so
+        the id is reused, as on SQL. Any other id is a duplicate: the whole call is
+        undone and DuplicateJob raised.
+        """
+        mine = set(admitted)
+        by_id = {job.id: job for job in jobs}
+        take_over: list[str] = []
+        for jid, other in clashes:
+            if jid not in mine:
+                continue
+            rows = self._read(other, [jid])
+            if not rows:
+                take_over.append(jid)
+                continue
+            job = by_id[jid]
+            state = rows[0][0][b"s"]
+            if job.opts.job_id is None:
+                self._remove(queue, "ids", extra=admitted, unindex=False)
+                clashing = {c for c, _ in clashes}
+                self._unindex([a for a in admitted if a not in clashing])
+                raise DuplicateJob(f"a job with id {jid!r} exists (queue {other!r})", job_id=jid)
+            if state in (b"waiting", b"active", b"waiting-children"):
+                self._remove(queue, "ids", extra=[jid], unindex=False)
+                existing = job_from_hash(rows[0][0], other, self._now())
+                out = [existing if j.id == jid and j.queue == queue else j for j in out]
+                admitted = [a for a in admitted if a != jid]
+            else:
+                self._remove(other, "ids", extra=[jid], unindex=False)
+                take_over.append(jid)
+        if take_over:
+            with translated("index"):
+                pipe = self._r.pipeline(transaction=False)
+                for jid in take_over:
+                    pipe.hset(self.keys.ids(jid), jid, queue)
+                pipe.execute()
+        return out, admitted
 
     def _answers(self, queue: str, jobs: list[NewJob], reply: list[Any],
                  now: int) -> tuple[list[Job], list[str]]:  # fmt: skip
@@ -225,23 +267,27 @@ class RedisBackend(RedisAdmin):
             conn.disconnect()
             raise
 
-    def _eval(self, script: Script, tag: str, args: list[Any]) -> Any:
-        """One script call on one queue in one round trip (loading the scripts on NOSCRIPT)."""
-        return self._pipelined(script, {tag: args})[0]
-
-    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]:
-        """Run one script over several queues in one round trip (reloading on NOSCRIPT)."""
-        cmds = [("EVALSHA", script.sha, 1, tag, *a) for tag, a in calls.items()]
+    def _scripted(self, cmds: list[tuple[Any, ...]]) -> list[Any]:
+        """``_roundtrip`` that loads the scripts and resends the calls that met NOSCRIPT
+        (such a call did nothing); raises the first other error."""
         res = self._roundtrip(cmds)
-        if any(isinstance(r, redis.exceptions.NoScriptError) for r in res):
-            SCRIPTS.load(self._r)  # a restarted or flushed server: calls that failed did nothing
-            redo = [i for i, r in enumerate(res) if isinstance(r, redis.exceptions.NoScriptError)]
+        redo = [i for i, r in enumerate(res) if isinstance(r, redis.exceptions.NoScriptError)]
+        if redo:
+            SCRIPTS.load(self._r)
             for i, r in zip(redo, self._roundtrip([cmds[i] for i in redo]), strict=True):
                 res[i] = r
         for r in res:
             if isinstance(r, Exception):
                 raise r
         return res
+
+    def _eval(self, script: Script, tag: str, args: list[Any]) -> Any:
+        """One script call on one queue in one round trip (loading the scripts on NOSCRIPT)."""
+        return self._pipelined(script, {tag: args})[0]
+
+    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]:
+        """Run one script over several queues in one round trip."""
+        return self._scripted([("EVALSHA", script.sha, 1, tag, *a) for tag, a in calls.items()])
 
     def _refuse(self, queue: str, reply: list[Any]) -> None:
         code, *rest = (x.decode() if isinstance(x, bytes) else x for x in reply[1:])

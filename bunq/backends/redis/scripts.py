@@ -2,7 +2,7 @@
 
 Each per-queue script is ``common.lua`` (key names and helpers over KEYS[1], the
 queue's tag) plus its own file; ``promote.lua`` joins those that move due
-delayed jobs into their lanes.
+delayed jobs into their lanes. ``kv_put`` and ``index_put`` work on one global key.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from redis.exceptions import NoScriptError
 
 _DIR = resources.files(__package__) / "lua"
 _WITH_PROMOTE = {"lease", "list", "remove"}
+_GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag, without common.lua
 NAMES = ("add", "lease", "complete", "fail", "extend", "sweep_read", "sweep_apply", "house",
-         "counts", "list", "read", "remove", "dlq_retry", "jobdata", "kv_put")  # fmt: skip
+         "counts", "list", "read", "remove", "dlq_retry", "jobdata", "kv_put",
+         "index_put")  # fmt: skip
 
 
 def _source(name: str) -> str:
-    if name == "kv_put":
-        return (_DIR / "kv_put.lua").read_text()
+    if name in _GLOBAL:
+        return (_DIR / f"{name}.lua").read_text()
     parts = ["common"] + (["promote"] if name in _WITH_PROMOTE else []) + [name]
     return "\n".join((_DIR / f"{p}.lua").read_text() for p in parts)
 
@@ -74,6 +76,7 @@ class Scripts:
     dlq_retry: Script
     jobdata: Script
     kv_put: Script
+    index_put: Script
 
 
 SCRIPTS = Scripts()

@@ -176,3 +176,23 @@ def test_flushed_scripts_reload_on_noscript(own_redis: Any, clock: Any) -> None:
     finally:
         admin.close()
         be.close()
+
+
+def test_job_ids_are_global_across_queues(backend: Any) -> None:
+    """As on SQL: a caller-chosen id held in another queue is a duplicate, a live job_id
+    answers with the live job, a finished one is reused."""
+    a = backend.add([NewJob("a", "j", 1, DEFAULT_OPTIONS, "fixed")])[0]
+    with pytest.raises(DuplicateJob):
+        backend.add([NewJob("b", "j", 2, DEFAULT_OPTIONS), NewJob("b", "j", 3, DEFAULT_OPTIONS,
+                                                                   "fixed")])  # fmt: skip
+    assert sum(backend.counts("b").values()) == 0
+    assert backend.get_job("fixed").queue == "a" and backend.get_job(a.id).data == 1
+    live = add(backend, "a", data=1, job_id="order")
+    again = add(backend, "b", data=2, job_id="order")
+    assert again.queue == "a" and again.data == 1 and again.id == live.id
+    assert sum(backend.counts("b").values()) == 0
+    backend.complete(lease1(backend, "a"))  # "fixed" first (FIFO)
+    backend.complete(lease1(backend, "a"))  # then "order": finished, its id may be reused
+    reused = add(backend, "b", data=3, job_id="order")
+    assert reused.queue == "b" and backend.get_job("order").data == 3
+    assert backend.counts("a")[JobState.COMPLETED] == 1

@@ -36,7 +36,6 @@ local function next_group()
     if not head then
       table.remove(rot, idx + 1)
       redis.call('SREM', GSET, g)
-      redis.call('DEL', T .. ':gw:' .. g)
       rot_changed = true
       if idx < cursor then cursor = cursor - 1 end
     else
@@ -96,7 +95,11 @@ while taken < n do
     redis.call('ZADD', ACTIVE, until_, id)
     if g then
       redis.call('HINCRBY', GACT, g, 1)
-      if grate > 0 then redis.call('ZADD', T .. ':gw:' .. g, now, token .. ':' .. id) end
+      if grate > 0 then
+        -- the window outlives its group's idle spells, and expires unused (memory stays bounded)
+        redis.call('ZADD', T .. ':gw:' .. g, now, token .. ':' .. id)
+        redis.call('PEXPIRE', T .. ':gw:' .. g, gdur + 60000)
+      end
     end
     out[#out + 1] = redis.call('HGETALL', k)
     taken = taken + 1
