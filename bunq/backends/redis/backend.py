@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from ...codec import options_blob, pack
-from ...errors import BackendError, DependencyError, DuplicateJob, UnsupportedError, ValidationError
+from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
 from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ..base import ALL_CAPABILITIES, Clock, SweepResult
@@ -27,6 +27,7 @@ from ..base import check_queue_name as _qn
 from .admin import RedisAdmin
 from .clock import ServerClock
 from .config import RedisConfig
+from .deps import RemoteDeps
 from .errors import translated
 from .keys import Keys
 from .rows import fields, job_from_hash
@@ -35,6 +36,7 @@ from .scripts import SCRIPTS, Script
 _STATE = {b"waiting": JobState.WAITING, b"delayed": JobState.DELAYED,
           b"waiting-children": JobState.WAITING_CHILDREN}  # fmt: skip
 _OPT_ARGS: dict[int, tuple[JobOptions, list[Any]]] = {}
+_NO_DEPS = [0, 0]  # add.lua's xpending and local dependency count of a job without any
 WAIT_SLICE_S = 5.0  # a blocking wait is cut into slices shorter than the socket timeout
 KNOWN_FOR_S = 10.0  # an add re-registers its queue at least this often
 
@@ -48,15 +50,14 @@ def _opt_args(o: JobOptions) -> list[Any]:
             b"" if o.ttl is None else o.ttl, o.group or b"", o.parent_id or b"",
             b"1" if o.remove_on_complete else b"0", b"1" if o.remove_on_fail else b"0",
             b"1" if o.job_id is not None else b"0", o.unique_key or b"", o.unique_strategy.value,
-            b"" if o.unique_ttl is None else o.unique_ttl, o.attempts, len(o.depends_on),
-            *o.depends_on]  # fmt: skip
+            b"" if o.unique_ttl is None else o.unique_ttl, o.attempts]  # fmt: skip
     if len(_OPT_ARGS) >= 4096:
         _OPT_ARGS.clear()
     _OPT_ARGS[id(o)] = (o, args)
     return args
 
 
-class RedisBackend(RedisAdmin):
+class RedisBackend(RemoteDeps, RedisAdmin):
     """Backend over one Redis server (or one cluster slot per queue).
 
     :param url: ``redis://host:port/db?prefix=bunq`` (see :mod:`.config`).
@@ -115,16 +116,17 @@ class RedisBackend(RedisAdmin):
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         if not jobs:
             return []
-        by_queue: dict[str, list[int]] = {}
+        runs: list[tuple[str, list[int]]] = []  # consecutive jobs of one queue, in order
         for i, job in enumerate(jobs):
-            by_queue.setdefault(job.queue, []).append(i)
-        for queue in by_queue:
-            _qn(queue)
+            if runs and runs[-1][0] == job.queue:
+                runs[-1][1].append(i)
+            else:
+                runs.append((_qn(job.queue), [i]))
         args_of = [self._job_args(job) for job in jobs]
         out: list[Job | None] = [None] * len(jobs)
-        done: list[tuple[str, list[str]]] = []  # admitted so far (undone if a later queue fails)
+        done: list[tuple[str, list[str]]] = []  # admitted so far (undone if a later run fails)
         try:
-            for queue, idx in by_queue.items():
+            for queue, idx in runs:
                 new, admitted = self._add_queue(queue, [jobs[i] for i in idx],
                                                 [args_of[i] for i in idx])  # fmt: skip
                 for i, added in zip(idx, new, strict=True):
@@ -145,10 +147,15 @@ class RedisBackend(RedisAdmin):
 
     def _add_queue(self, queue: str, jobs: list[NewJob],
                    argss: list[list[Any]]) -> tuple[list[Job], list[str]]:  # fmt: skip
+        if any(job.opts.depends_on for job in jobs):
+            deps, done = self._resolve_deps(queue, jobs)
+        else:
+            deps, done = [_NO_DEPS] * len(jobs), []
         now = self._now()
         args: list[Any] = [now, len(jobs)]
-        for a in argss:
+        for a, d in zip(argss, deps, strict=True):
             args += a
+            args += d
         tag = self.keys.queue(queue)
         cmds: list[tuple[Any, ...]] = [("EVALSHA", SCRIPTS.add.sha, 1, tag, *args)]
         shards: dict[str, list[str]] = {}
@@ -168,6 +175,8 @@ class RedisBackend(RedisAdmin):
         if reply[0] == b"err":
             self._refuse(queue, reply)
         out, admitted = self._answers(queue, jobs, reply, now)
+        if done:
+            self._store_results(queue, done)
         clashes = [(c[0].decode(), c[1].decode()) for r in res[1 : 1 + len(shards)] for c in r]
         if clashes:
             out, admitted = self._clashes(queue, jobs, out, admitted, clashes)
@@ -298,13 +307,7 @@ class RedisBackend(RedisAdmin):
                                key=rest[0], job_id=rest[1])  # fmt: skip
         if code == "dep_self":
             raise DependencyError(f"job {rest[0]} depends on itself", job_id=rest[0])
-        dep, jid = rest[0], rest[1]
-        elsewhere = self._queue_of(dep)
-        if elsewhere is not None and elsewhere != queue:
-            raise UnsupportedError("redis", "flows", f"redis: job {jid} in queue {queue!r} depends "
-                                   f"on {dep} in queue {elsewhere!r}: dependencies stay within "
-                                   "one queue (one cluster slot)")  # fmt: skip
-        raise DependencyError(f"unknown dependency {dep!r} of job {jid}", job_id=dep)
+        raise DependencyError(f"unknown dependency {rest[0]!r} of job {rest[1]}", job_id=rest[0])
 
     def _durable(self) -> None:
         """Wait for the configured replicas (WAIT) before acknowledging a durable add."""
@@ -376,11 +379,13 @@ class RedisBackend(RedisAdmin):
                 self.keys.queue(q): [now, *a] for q, a in args.items()})  # fmt: skip
         out = [Settle.STALE] * len(items)
         removed: list[str] = []
-        for idx, reply in zip(by_queue.values(), replies, strict=True):
-            for i, ok in zip(idx, reply[:-1], strict=True):
+        for (queue, idx), reply in zip(by_queue.items(), replies, strict=True):
+            for i, ok in zip(idx, reply[:-2], strict=True):
                 if ok:
                     out[i] = Settle.OK
-            removed += [r.decode() for r in reply[-1]]
+            removed += [r.decode() for r in reply[-2]]
+            if reply[-1]:
+                self._deliver(queue)
         if removed:
             self._unindex(removed)
         return out
@@ -430,9 +435,11 @@ class RedisBackend(RedisAdmin):
             house = self._pipelined(SCRIPTS.house, dict.fromkeys(tags, keep))
         ttl = retried = dropped = 0
         removed: list[str] = []
-        for t, r, d, gone in house:
+        for queue, (t, r, d, gone, outbox) in zip(queues, house, strict=True):
             ttl, retried, dropped = ttl + int(t), retried + int(r), dropped + int(d)
             removed += [g.decode() for g in gone]
+            if outbox:
+                self._deliver(queue)
         if removed:
             self._unindex(removed)
         return SweepResult(requeued, dead_n, ttl, retried, dropped)

@@ -17,8 +17,8 @@ _DIR = resources.files(__package__) / "lua"
 _WITH_PROMOTE = {"lease", "list", "remove"}
 _GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag, without common.lua
 NAMES = ("add", "lease", "complete", "fail", "extend", "sweep_read", "sweep_apply", "house",
-         "counts", "list", "read", "remove", "dlq_retry", "jobdata", "kv_put",
-         "index_put")  # fmt: skip
+         "counts", "list", "read", "remove", "dlq_retry", "jobdata", "link", "xrelease",
+         "kv_put", "index_put")  # fmt: skip
 
 
 def _source(name: str) -> str:
@@ -75,6 +75,8 @@ class Scripts:
     remove: Script
     dlq_retry: Script
     jobdata: Script
+    link: Script
+    xrelease: Script
     kv_put: Script
     index_put: Script
 

@@ -17,12 +17,10 @@ from bunq import (
     DuplicateJob,
     JobState,
     Settle,
-    UnsupportedError,
     connect,
 )
 from bunq.backends.redis.config import RedisConfig
 from bunq.job import DEFAULT_OPTIONS, NewJob
-from bunq.queue import new_job
 
 
 @pytest.mark.parametrize("url", [
@@ -87,14 +85,6 @@ def test_wait_ends_when_the_next_delayed_job_is_due(backend: Any, clock: Any) ->
     assert backend.wait("q", 5_000) is True  # the job is due in 100 ms (fake clock)
     assert time.monotonic() - t0 < 2.0
     assert backend.wait("empty", 50) is False
-
-
-def test_dependencies_across_queues_are_refused_and_admit_nothing(backend: Any) -> None:
-    dep = add(backend, "a")
-    with pytest.raises(UnsupportedError) as err:
-        backend.add([new_job("b", "x", 1, {}), new_job("b", "y", 2, {"depends_on": [dep.id]})])
-    assert err.value.data == {"backend": "redis", "feature": "flows"}
-    assert sum(backend.counts("b").values()) == 0
 
 
 def test_a_batch_over_several_queues_is_all_or_none(backend: Any) -> None:

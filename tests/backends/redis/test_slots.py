@@ -76,16 +76,19 @@ def workload(be: Any, clock: Any) -> None:
     add(be, data=3, delay=5, lifo=True, priority=3, job_id="custom")
     add(be, data=4, attempts=1, remove_on_fail=True)
     add(be, "other", data=5)
+    add(be, "other", data=6, depends_on=[a.id])  # across queues: link, outbox, xrelease
     be.update_progress(a.id, 50)
     be.add_log(a.id, "line")
     be.get_job(a.id)
     be.get_jobs("q", JobState.WAITING)
     be.counts("q")
     leases = be.lease("q", 10, 1_000)
+    assert a.id in {lease.id for lease in leases}
     be.extend(leases[0], 2_000)
-    be.complete_many([(lease, 1) for lease in leases[:1]])
-    for lease in leases[1:]:
-        fail(be, lease, unrecoverable=True)
+    be.complete_many([(lease, 1) for lease in leases if lease.id == a.id])
+    for lease in leases:
+        if lease.id != a.id:
+            fail(be, lease, unrecoverable=True)
     clock.advance(50)
     be.sweep()
     be.dlq_list("q")

@@ -1,6 +1,7 @@
--- Admit a batch atomically. ARGV: now, count, then per job 18 fields and its deps:
+-- Admit a batch atomically. ARGV: now, count, then per job 19 fields and its deps:
 -- id name data opts priority delay lifo ttl group parent rmc rmf idem ukey ustrategy uttl
--- max_attempts ndeps dep...  Pass 1 checks everything (no writes), pass 2 writes, so a
+-- max_attempts xpending ndeps dep...  (xpending: dependencies in other queues still
+-- pending, linked by link.lua; deps: those in this queue)  Pass 1 checks everything (no writes), pass 2 writes, so a
 -- refused batch changes nothing. Returns {'ok', per job {kind, payload}..., removed ids}
 -- or {'err', code, detail...}.
 local now, n = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -10,10 +11,10 @@ for j = 1, n do
     p = ARGV[i + 4], delay = tonumber(ARGV[i + 5]), lifo = ARGV[i + 6], ttl = ARGV[i + 7],
     g = ARGV[i + 8], pid = ARGV[i + 9], rmc = ARGV[i + 10], rmf = ARGV[i + 11],
     idem = ARGV[i + 12], uk = ARGV[i + 13], us = ARGV[i + 14], uttl = ARGV[i + 15],
-    ma = ARGV[i + 16], deps = {}}
-  local nd = tonumber(ARGV[i + 17])
-  for d = 1, nd do J.deps[d] = ARGV[i + 17 + d] end
-  i = i + 18 + nd
+    ma = ARGV[i + 16], xp = tonumber(ARGV[i + 17]), deps = {}}
+  local nd = tonumber(ARGV[i + 18])
+  for d = 1, nd do J.deps[d] = ARGV[i + 18 + d] end
+  i = i + 19 + nd
   jobs[j] = J
 end
 
@@ -55,7 +56,10 @@ for j = 1, n do
     end
   end
   if not J.batch and not J.old then
-    J.pending = 0
+    J.pending = J.xp
+    if J.xp > 0 and not J.forget_first then  -- releases that arrived before this admission
+      J.pending = J.pending - redis.call('SCARD', T .. ':xrel:' .. J.id)
+    end
     for _, dep in ipairs(J.deps) do
       if dep == J.id then return {'err', 'dep_self', dep} end
       if seen[dep] then
@@ -118,6 +122,7 @@ for j = 1, n do
       put('m', m)
     end
     redis.call('HSET', k, unpack(h))
+    if J.xp > 0 then redis.call('PERSIST', T .. ':xrel:' .. J.id) end
     for _, dep in ipairs(J.deps) do
       local ds = redis.call('HGET', JOB .. dep, 's')
       if ds ~= 'completed' then redis.call('SADD', T .. ':dep:' .. dep, J.id) end

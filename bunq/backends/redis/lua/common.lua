@@ -95,7 +95,8 @@ local function forget(id)
   elseif s == 'waiting-children' then redis.call('ZREM', WC, id) end
   redis.call('ZREM', TTL, id)
   release_unique(f[4], id)
-  redis.call('DEL', k, T .. ':h:' .. id, T .. ':l:' .. id, T .. ':dep:' .. id, T .. ':res:' .. id)
+  redis.call('DEL', k, T .. ':h:' .. id, T .. ':l:' .. id, T .. ':dep:' .. id, T .. ':res:' .. id,
+    T .. ':xdep:' .. id, T .. ':xrel:' .. id)
   return 1
 end
 

@@ -1,7 +1,9 @@
 -- Complete leases under their fences. ARGV: now, then per item: id, token, attempt, result.
--- Returns {ok flags..., removed ids}.
+-- Dependents in other queues get a release in this queue's outbox (the caller, or
+-- the next sweep, delivers it). Returns {ok flags..., removed ids, outbox length}.
 local now = tonumber(ARGV[1])
 local out, removed, woken = {}, {}, 0
+local OUTBOX = T .. ':outbox'
 for i = 2, #ARGV, 4 do
   local id, token, attempt = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local k = JOB .. id
@@ -10,7 +12,13 @@ for i = 2, #ARGV, 4 do
     redis.call('ZREM', ACTIVE, id)
     gact_dec(f[4])
     woken = woken + release_dependents(id, now)
-    if f[6] then redis.call('HSET', T .. ':res:' .. f[6], id, ARGV[i + 3]) end
+    local xk = T .. ':xdep:' .. id
+    for _, e in ipairs(redis.call('SMEMBERS', xk)) do
+      local q, dependent = unpack(cmsgpack.unpack(e))
+      redis.call('RPUSH', OUTBOX, cmsgpack.pack({q, dependent, id, f[6] == dependent and ARGV[i + 3] or false}))
+    end
+    redis.call('DEL', xk)
+    if f[6] and redis.call('EXISTS', JOB .. f[6]) == 1 then redis.call('HSET', T .. ':res:' .. f[6], id, ARGV[i + 3]) end
     if f[7] then
       forget(id)
       removed[#removed + 1] = id
@@ -27,4 +35,5 @@ for i = 2, #ARGV, 4 do
 end
 wake(woken)
 out[#out + 1] = removed
+out[#out + 1] = redis.call('LLEN', OUTBOX)
 return out

@@ -1,7 +1,7 @@
 -- Housekeeping of one queue, each step a bounded batch: TTL expiry, expired unique
 -- keys, DLQ auto-retry and bounds, retention of completed jobs.
 -- ARGV: now, completed_max_age, completed_max_count.
--- Returns {ttl_expired, dlq_retried, dlq_dropped, removed ids}.
+-- Returns {ttl_expired, dlq_retried, dlq_dropped, removed ids, outbox length}.
 local now, max_age, max_count = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local removed = {}
 local function drop(id)
@@ -71,4 +71,4 @@ if over > 0 then
   for _, id in ipairs(redis.call('ZRANGE', DONE, 0, math.min(over, 1000) - 1)) do drop(id) end
 end
 wake(woken)
-return {ttl_expired, retried, dropped, removed}
+return {ttl_expired, retried, dropped, removed, redis.call('LLEN', T .. ':outbox')}
