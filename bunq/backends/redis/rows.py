@@ -9,7 +9,6 @@ retries, g group, pid parent, pd pending deps, x expires, uk unique key, m lane 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import msgpack
 
@@ -55,7 +54,3 @@ def history(entries: Sequence[bytes]) -> tuple[Attempt, ...]:
         out.append(Attempt(int(attempt), err or None, int(dur), int(at),
                            _REASONS.get(reason.encode()) if reason else None))  # fmt: skip
     return tuple(out)
-
-
-def decode_result(raw: Any) -> Any:
-    return unpack(raw)
