@@ -96,6 +96,8 @@ def main() -> None:
                    p99_ms=round(lat[int(len(lat) * 0.99)], 3),
                    backlog=rate * seconds - len(lat))  # fmt: skip
     q.delete(delete_jobs=True)
+    for key in conn.scan_iter(match=f"rq:*:{q.name}"):  # its registries (jobs expire)
+        conn.delete(key)
     print(json.dumps(out))
 
 

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -32,6 +32,14 @@ from .errors import translated
 from .keys import Keys
 from .rows import fields, job_from_hash
 from .scripts import SCRIPTS, Script
+
+_pack: Callable[..., bytes] | None
+try:
+    import hiredis
+
+    _pack = hiredis.pack_command
+except ImportError:  # pragma: no cover - redis-py packs the commands then
+    _pack = None
 
 _STATE = {b"waiting": JobState.WAITING, b"delayed": JobState.DELAYED,
           b"waiting-children": JobState.WAITING_CHILDREN}  # fmt: skip
@@ -161,8 +169,12 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         shards: dict[str, list[str]] = {}
         for job in jobs:
             shards.setdefault(self.keys.ids(job.id), []).append(job.id)
+        single = len(jobs) == 1  # the common case: one plain command, no script
         for key, ids in shards.items():
-            cmds.append(("EVALSHA", SCRIPTS.index_put.sha, 1, key, queue, *ids))
+            if single:
+                cmds.append(("HSETNX", key, ids[0], queue))
+            else:
+                cmds.append(("EVALSHA", SCRIPTS.index_put.sha, 1, key, queue, *ids))
         if time.monotonic() - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
             self._known.clear()
             self._known_at = time.monotonic()
@@ -177,10 +189,18 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         out, admitted = self._answers(queue, jobs, reply, now)
         if done:
             self._store_results(queue, done)
-        clashes = [(c[0].decode(), c[1].decode()) for r in res[1 : 1 + len(shards)] for c in r]
+        if single:
+            clashes = [] if res[1] else self._clash_of(jobs[0].id, queue)
+        else:
+            clashes = [(c[0].decode(), c[1].decode()) for r in res[1 : 1 + len(shards)] for c in r]
         if clashes:
             out, admitted = self._clashes(queue, jobs, out, admitted, clashes)
         return out, admitted
+
+    def _clash_of(self, job_id: str, queue: str) -> list[tuple[str, str]]:
+        """``[(job_id, other queue)]`` when the index maps the id to another queue."""
+        other = self._queue_of(job_id)
+        return [] if other is None or other == queue else [(job_id, other)]
 
     def _clashes(self, queue: str, jobs: list[NewJob], out: list[Job], admitted: list[str],
                  clashes: list[tuple[str, str]]) -> tuple[list[Job], list[str]]:  # fmt: skip
@@ -264,7 +284,10 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         """
         conn = self._conn()
         try:
-            conn.send_packed_command(conn.pack_commands(cmds))
+            if _pack is None:
+                conn.send_packed_command(conn.pack_commands(cmds))
+            else:  # hiredis packs the arguments in C (they are bytes, str and int only)
+                conn.send_packed_command([b"".join([_pack(c) for c in cmds])])
             out: list[Any] = []
             for _ in cmds:
                 try:

@@ -20,6 +20,7 @@ from bunq import connect
 from bunq.backends.base import DlqConfig, QueueLimits
 from bunq.backends.redis.scripts import SCRIPTS
 from bunq.job import JobState
+from bunq.queue import new_job
 
 ARG = re.compile(rb'"((?:[^"\\]|\\.)*)"')
 ESC = re.compile(rb"\\(x[0-9a-fA-F]{2}|.)")
@@ -76,6 +77,7 @@ def workload(be: Any, clock: Any) -> None:
     add(be, data=3, delay=5, lifo=True, priority=3, job_id="custom")
     add(be, data=4, attempts=1, remove_on_fail=True)
     add(be, "other", data=5)
+    be.add([new_job("other", "bulk", i, {}) for i in range(3)])  # index_put per id shard
     add(be, "other", data=6, depends_on=[a.id])  # across queues: link, outbox, xrelease
     be.update_progress(a.id, 50)
     be.add_log(a.id, "line")
