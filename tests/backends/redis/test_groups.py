@@ -104,3 +104,21 @@ def test_grouped_jobs_count_list_retry_and_drain(backend: Any, clock: Any) -> No
     assert take(backend) == []  # b holds the group's one slot
     assert backend.counts("q")[JobState.WAITING] == 1
     assert backend.drain("q") == 1 and backend.counts("q")[JobState.WAITING] == 0
+
+
+def test_many_groups_rotate_and_empty_out(backend: Any) -> None:
+    from bunq.queue import new_job
+
+    # Over 8,000 groups stay in the rotation while the emptied ones leave it: the script
+    # rewrites the rotation in chunks (Lua's unpack() stops at ~8,000 values).
+    n = 17_000
+    for lo in range(0, n, 5_000):
+        backend.add([new_job("q", "j", i, {"group": f"g{i}"})
+                     for i in range(lo, min(lo + 5_000, n))])  # fmt: skip
+    backend.add([new_job("q", "j", n + i, {"group": f"g{i}"}) for i in range(0, n, 2)])
+    got = []
+    while leases := take(backend, 2_000):
+        got += [x.job.data for x in leases]
+        backend.complete_many([(x, None) for x in leases])
+    assert sorted(got) == list(range(n)) + [n + i for i in range(0, n, 2)]
+    assert backend.counts("q")[JobState.WAITING] == 0 and take(backend) == []

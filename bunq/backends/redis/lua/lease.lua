@@ -108,7 +108,9 @@ end
 if expired > 0 then redis.call('HINCRBY', CNT, 'ttlx', expired) end
 if rot_changed then
   redis.call('DEL', GROT)
-  if #rot > 0 then redis.call('RPUSH', GROT, unpack(rot)) end
+  for i = 1, #rot, 1000 do  -- in chunks: unpack() has a stack limit
+    redis.call('RPUSH', GROT, unpack(rot, i, math.min(i + 999, #rot)))
+  end
 end
 if #rot > 0 then redis.call('HSET', META, 'gcur', #rot > 0 and cursor % #rot or 0) end
 if tokens then redis.call('HSET', META, 'tokens', tokens - taken, 'rate_at', now) end
