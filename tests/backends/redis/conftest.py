@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.redis
-
 
 @pytest.fixture
 def backend(make_backend: Callable[..., Any], clock: Any) -> Any:

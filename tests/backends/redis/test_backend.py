@@ -22,6 +22,8 @@ from bunq import (
 from bunq.backends.redis.config import RedisConfig
 from bunq.job import DEFAULT_OPTIONS, NewJob
 
+pytestmark = pytest.mark.redis
+
 
 @pytest.mark.parametrize("url", [
     "redis://", "redis://h:notaport/0", "redis://h:6379/x", "redis://h/0?prefix=a{b}",

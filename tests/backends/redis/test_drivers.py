@@ -16,6 +16,8 @@ import pytest
 from bunq import Queue, Worker, connect, tick
 from bunq.cron import Schedule, Scheduler, job_id_for
 
+pytestmark = pytest.mark.redis
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -11,6 +11,8 @@ from contract.helpers import add, lease1
 from bunq import DependencyError, FlowJob, FlowProducer, JobState
 from bunq.queue import new_job
 
+pytestmark = pytest.mark.redis
+
 
 def test_a_flow_with_children_in_other_queues(backend: Any) -> None:
     res = FlowProducer(backend).add(FlowJob("assemble", "parents", data="p", children=[

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from contract.helpers import add
 
 from bunq.backends.base import QueueLimits
 from bunq.job import JobState
+
+pytestmark = pytest.mark.redis
 
 
 def take(backend: Any, n: int = 10) -> list[Any]:

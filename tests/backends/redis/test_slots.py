@@ -14,6 +14,7 @@ import socket
 import threading
 from typing import Any
 
+import pytest
 from contract.helpers import add, fail
 
 from bunq import connect
@@ -21,6 +22,8 @@ from bunq.backends.base import DlqConfig, QueueLimits
 from bunq.backends.redis.scripts import SCRIPTS
 from bunq.job import JobState
 from bunq.queue import new_job
+
+pytestmark = pytest.mark.redis
 
 ARG = re.compile(rb'"((?:[^"\\]|\\.)*)"')
 ESC = re.compile(rb"\\(x[0-9a-fA-F]{2}|.)")
