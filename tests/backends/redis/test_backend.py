@@ -75,7 +75,7 @@ def test_idle_wait_wakes_on_add_without_polling(backend: Any) -> None:
     assert not woke.is_set()
     t0 = time.monotonic()
     add(backend)
-    assert woke.wait(5) and time.monotonic() - t0 < 1.0
+    assert woke.wait(5) and time.monotonic() - t0 < 2.0  # woken: the wait was 10 s
     t.join()
     assert lease1(backend)
 

@@ -64,7 +64,7 @@ def test_idle_worker_wakes_fast_on_add(real: Any) -> None:
     q.add("ping")
     assert done.wait(3)
     w.close()
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 2.0
 
 
 def test_worker_retries_then_dead_letters(real: Any) -> None:
