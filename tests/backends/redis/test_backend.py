@@ -188,3 +188,16 @@ def test_job_ids_are_global_across_queues(backend: Any) -> None:
     reused = add(backend, "b", data=3, job_id="order")
     assert reused.queue == "b" and backend.get_job("order").data == 3
     assert backend.counts("a")[JobState.COMPLETED] == 1
+
+
+def test_clean_waiting_and_delayed_by_age(backend: Any, clock: Any) -> None:
+    old = [add(backend, data=i, priority=0).id for i in range(3)]
+    old_delayed = add(backend, data="d", delay=60_000).id
+    clock.advance(5_000)
+    add(backend, data="new", priority=9)  # first in its lane, but too young to clean
+    add(backend, data="new-delayed", delay=60_000)
+    assert sorted(backend.clean("q", 1_000, 10, JobState.WAITING)) == sorted(old)
+    assert backend.clean("q", 1_000, 10, JobState.DELAYED) == [old_delayed]
+    c = backend.counts("q")
+    assert (c[JobState.WAITING], c[JobState.DELAYED]) == (1, 1)
+    assert backend.get_job(old[0]) is None

@@ -11,17 +11,17 @@ local function take(list)
     ids[#ids + 1] = id
   end
 end
-local function lanes(dst)
-  for _, m in ipairs(redis.call('ZRANGE', WAIT, 0, limit - 1)) do dst[#dst + 1] = string.sub(m, MW + 1) end
+local function lanes(dst, cap)
+  for _, m in ipairs(redis.call('ZRANGE', WAIT, 0, cap - 1)) do dst[#dst + 1] = string.sub(m, MW + 1) end
   for _, g in ipairs(redis.call('LRANGE', GROT, 0, -1)) do
-    if #dst >= limit then return end
-    for _, m in ipairs(redis.call('ZRANGE', T .. ':g:' .. g, 0, limit - #dst - 1)) do
+    if #dst >= cap then return end
+    for _, m in ipairs(redis.call('ZRANGE', T .. ':g:' .. g, 0, cap - #dst - 1)) do
       dst[#dst + 1] = string.sub(m, MW + 1)
     end
   end
 end
 if what == 'drain' then
-  lanes(ids)
+  lanes(ids, limit)
   take(redis.call('ZRANGE', DELAYED, 0, limit - 1))
   take(redis.call('ZRANGE', WC, 0, limit - 1))
 elseif what == 'completed' then
@@ -32,7 +32,7 @@ elseif what == 'waiting' or what == 'delayed' then
   local cand = {}
   if what == 'waiting' then
     promote(now)
-    lanes(cand)
+    lanes(cand, 10 * limit)  -- lanes order by priority: look past the newest a while
   else
     cand = redis.call('ZRANGEBYSCORE', DELAYED, '(' .. now, '+inf', 'LIMIT', 0, 10 * limit)
   end
@@ -48,7 +48,7 @@ elseif what == 'dlq_one' then
   if redis.call('HGET', JOB .. ARGV[5], 's') == 'failed' then ids = {ARGV[5]} end
 elseif what == 'all' then
   for _, z in ipairs({ACTIVE, DONE, DLQ, WC, DELAYED}) do take(redis.call('ZRANGE', z, 0, limit - 1)) end
-  if #ids < limit then lanes(ids) end
+  if #ids < limit then lanes(ids, limit) end
   if #ids == 0 then
     local gs = redis.call('LRANGE', GROT, 0, -1)
     for _, g in ipairs(gs) do redis.call('DEL', T .. ':g:' .. g, T .. ':gw:' .. g) end
