@@ -51,8 +51,8 @@ def run_one(dsn: str, name: str, fn: Callable[[str], dict[str, Any]]) -> dict[st
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dsn", default=os.environ.get("BUNQ_PG_DSN",
-                                                   "postgresql://postgres@127.0.0.1:5432/test"))  # fmt: skip
+    dsn = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    ap.add_argument("--dsn", default=dsn)
     ap.add_argument("-n", type=int, default=100_000)
     ap.add_argument("--only", default="W1,W1T,W2,W3,W4")
     ap.add_argument("--repeat", type=int, default=1, help="runs per workload (median kept)")

@@ -1,7 +1,7 @@
 """Fixed costs at a million jobs: counts, sweep, tick(max=100); prints JSON.
 
     python bench/scale.py [--backends sqlite,postgres,memory] [--sizes 10000,100000,1000000]
-                          [--completed 500000] [--dsn postgresql://127.0.0.1:5432/test]
+                          [--completed 500000] [--dsn postgresql://postgres@127.0.0.1:5432/test]
                           [--dir /tmp] [--only levels,add_latency,pg_loop]
 
 levels: for each backend, a queue grows to each size of ``--sizes`` (waiting jobs,
@@ -232,7 +232,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--loop-jobs", type=int, default=20_000)
     ap.add_argument("--dsn", default=os.environ.get("BUNQ_PG_DSN",
-                                                   "postgresql://127.0.0.1:5432/test"))  # fmt: skip
+                                                   "postgresql://postgres@127.0.0.1:5432/test"))  # fmt: skip
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--only", default="levels,add_latency,pg_loop")
     args = ap.parse_args()

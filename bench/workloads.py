@@ -24,6 +24,8 @@ import uuid
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # run as a script: bench/ must not shadow packages (bench/redis.py)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "bench")]
 sys.path.insert(0, ROOT)
 
 from bunq import Queue, Worker, connect  # noqa: E402

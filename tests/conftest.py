@@ -20,6 +20,7 @@ from bunq.job import now_ms
 
 REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b.strip()}
 PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("BUNQ_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 class FakeClock:
@@ -89,6 +90,41 @@ def _drop_pg_schema(backend: Any) -> None:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def _redis(tmp_path: Any, **kw: Any) -> Any:
+    """A Redis backend under a fresh key prefix; its keys are deleted on close."""
+    if importlib.util.find_spec("redis") is None:
+        missing("redis", "redis-py is not installed (extra 'redis')")
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means no server
+        missing("redis", f"cannot reach {REDIS_URL}: {exc}")
+    from bunq.backends import connect
+
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in REDIS_URL else "?"
+    backend = connect(f"{REDIS_URL}{sep}prefix={prefix}", **kw)
+    backend._test_prefix = prefix  # type: ignore[attr-defined]
+    return backend
+
+
+def drop_redis_keys(backend: Any) -> None:
+    """Delete every key of a test backend's prefix (SCAN by pattern; tests only)."""
+    prefix = getattr(backend, "_test_prefix", None)
+    if prefix:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            for pattern in (f"{{{prefix}}}*", f"{{{prefix}:*"):
+                batch = list(client.scan_iter(match=pattern, count=1000))
+                for i in range(0, len(batch), 500):
+                    client.delete(*batch[i : i + 500])
+        finally:
+            client.close()
+
+
 def _sqs(tmp_path: Any, **kw: Any) -> Any:
     from backends.sqs import moto_server
 
@@ -115,6 +151,7 @@ FACTORIES: dict[str, Callable[..., Any]] = {
     "memory": _memory,
     "postgres": _postgres,
     "sqs": _sqs,
+    "redis": _redis,
     "remote": _remote,
 }
 
@@ -133,3 +170,4 @@ def make_backend(tmp_path: Any) -> Iterator[Callable[..., Any]]:
     for backend in made:
         backend.close()
         _drop_pg_schema(backend)
+        drop_redis_keys(backend)

@@ -6,6 +6,7 @@
 | ``postgresql://user@host/db`` | PostgresBackend (psycopg 3; extra ``postgres``) |
 | ``memory://`` | the sharded memory engine (optionally ``?data=path``) |
 | ``sqs://<queue-url>`` | SQSBackend (boto3; extra ``sqs``) |
+| ``redis://host:6379/0?prefix=bunq`` | RedisBackend (extra ``redis``; ``rediss://``: TLS) |
 | ``bunq://host:port`` | RemoteBackend, a client of ``bunq serve`` |
 
 Each call opens a new, independent backend; share one by passing the object.
@@ -59,6 +60,8 @@ register_scheme("postgresql", _lazy(".sql.postgres", "PostgresBackend", "postgre
 register_scheme("postgres", _lazy(".sql.postgres", "PostgresBackend", "postgres"))
 register_scheme("memory", _lazy(".embedded", "EmbeddedBackend", ""))
 register_scheme("sqs", _lazy(".sqs", "SQSBackend", "sqs"))
+register_scheme("redis", _lazy(".redis", "RedisBackend", "redis"))
+register_scheme("rediss", _lazy(".redis", "RedisBackend", "redis"))
 register_scheme("bunq", _lazy(".remote", "RemoteBackend", ""))
 
 

@@ -110,7 +110,7 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         http_port=None if args.http_port is not None and args.http_port < 0 else args.http_port,
         tokens=tokens,
         http_auth=args.http_auth == "on",
-        threads=args.threads or (4 if str(args.backend).startswith("postgres") else 1),
+        threads=args.threads or (4 if str(args.backend).startswith(("postgres", "redis")) else 1),
     )
 
 

@@ -33,7 +33,7 @@ from bunq.job import Backoff, JobOptions, NewJob, UniqueStrategy, new_job_id
 from bunq.validate import MAX_DURATION_MS
 
 REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b}
-PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://127.0.0.1:5432/test")
+PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 EXAMPLES = int(os.environ.get("BUNQ_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
                 suppress_health_check=[HealthCheck.too_slow,

@@ -18,6 +18,7 @@ BACKENDS = [
     "memory",
     pytest.param("postgres", marks=pytest.mark.postgres),
     pytest.param("sqs", marks=pytest.mark.sqs),
+    pytest.param("redis", marks=pytest.mark.redis),
     "remote",
 ]
 

@@ -2,6 +2,9 @@
 
 python procs.py worker DB OUT [LEASE_MS] [SLEEP_S]   # record "id attempt" per job run
 python procs.py producer DB COUNT BULK               # add COUNT jobs in bulks
+python procs.py add-print DB                         # add forever, print each acked id
+
+DB is a SQLite file path or any backend URL (``redis://...``).
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ import time
 from typing import Any
 
 from bunq import Queue, Worker
+from bunq.backends import Backend, connect
 from bunq.backends.sql.sqlite import SQLiteBackend
 
 
+def _open(db: str) -> Backend:
+    return connect(db) if "://" in db else SQLiteBackend(db)
+
+
 def worker(db: str, out: str, lease_ms: int = 30_000, sleep_s: float = 0.0) -> None:
-    backend = SQLiteBackend(db)
+    backend = _open(db)
     log = open(out, "a", buffering=1)  # noqa: SIM115 - line-buffered for the killer
     total = int(os.environ.get("EXPECT", "0"))
 
@@ -45,12 +53,12 @@ def worker_run(db: str, out: str) -> None:
         log.write(f"done {job.id} {job.attempts}\n")
         return "ok"
 
-    Worker("mp", handler, SQLiteBackend(db), batch=10).run()
+    Worker("mp", handler, _open(db), batch=10).run()
     log.write("exit 0 0\n")
 
 
 def producer(db: str, count: int, bulk: int) -> None:
-    q = Queue("mp", SQLiteBackend(db))
+    q = Queue("mp", _open(db))
     n = 0
     while n < count:
         size = min(bulk, count - n)
@@ -59,6 +67,16 @@ def producer(db: str, count: int, bulk: int) -> None:
         else:
             q.add_bulk([("job", {"n": n + i}) for i in range(size)])
         n += size
+
+
+def add_print(db: str) -> None:
+    q = Queue("mp", _open(db))
+    i = 0
+    while True:
+        job = q.add("job", {"i": i})
+        sys.stdout.write(job.id + "\n")
+        sys.stdout.flush()
+        i += 1
 
 
 if __name__ == "__main__":
@@ -70,3 +88,5 @@ if __name__ == "__main__":
         worker_run(args[0], args[1])
     elif role == "producer":
         producer(args[0], int(args[1]), int(args[2]))
+    elif role == "add-print":
+        add_print(args[0])
