@@ -231,8 +231,8 @@ def main() -> None:
     ap.add_argument("--backlog", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--loop-jobs", type=int, default=20_000)
-    ap.add_argument("--dsn", default=os.environ.get("BUNQ_PG_DSN",
-                                                   "postgresql://postgres@127.0.0.1:5432/test"))  # fmt: skip
+    dsn = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    ap.add_argument("--dsn", default=dsn)
     ap.add_argument("--dir", default="/tmp")
     ap.add_argument("--only", default="levels,add_latency,pg_loop")
     args = ap.parse_args()
