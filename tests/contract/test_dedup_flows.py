@@ -42,9 +42,12 @@ def test_unique_key_rejects_while_held(backend: Any) -> None:
 
 @requires(C.UNIQUE_KEY)
 def test_unique_key_released_when_job_finishes(backend: Any) -> None:
-    add(backend, unique_key="u1")
+    first = add(backend, unique_key="u1")
+    with pytest.raises(DuplicateJob):  # held while the job is live
+        add(backend, unique_key="u1")
     backend.complete(lease1(backend))
-    add(backend, unique_key="u1")
+    second = add(backend, unique_key="u1")  # released when it finished
+    assert second.id != first.id
 
 
 @requires(C.UNIQUE_KEY, C.CLOCK)
@@ -79,9 +82,13 @@ def test_unique_key_replace_refuses_an_active_holder(backend: Any) -> None:
 
 @requires(C.UNIQUE_KEY, C.CLOCK)
 def test_unique_ttl_expires(backend: Any, clock: Any) -> None:
-    add(backend, unique_key="u", unique_ttl=500)
-    clock.advance(501)
-    add(backend, unique_key="u", unique_ttl=500)
+    first = add(backend, unique_key="u", unique_ttl=500)
+    clock.advance(400)
+    with pytest.raises(DuplicateJob):  # within the ttl
+        add(backend, unique_key="u", unique_ttl=500)
+    clock.advance(101)
+    second = add(backend, unique_key="u", unique_ttl=500)  # the ttl is over
+    assert second.id != first.id
 
 
 @requires(C.FLOWS, C.GET_JOB)
