@@ -289,8 +289,9 @@ class Coalescer(Generic[T, R]):
         self._pending.append((item, fut))
         if not self._busy:
             self._busy = True
-            # a fresh context: the drain task outlives the request that started it
-            asyncio.get_running_loop().create_task(self._drain(), context=contextvars.Context())
+            # a fresh context: the drain task outlives the request that started it (the task
+            # copies the context it is created in; create_task(context=) is 3.11+)
+            contextvars.Context().run(asyncio.get_running_loop().create_task, self._drain())
         return await fut
 
     async def _drain(self) -> None:

@@ -34,6 +34,7 @@ from bunq.validate import MAX_DURATION_MS
 
 REQUIRED = {b.strip() for b in os.environ.get("BUNQ_REQUIRE_BACKENDS", "").split(",") if b}
 PG_DSN = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("BUNQ_REDIS_URL", "redis://127.0.0.1:6379/0")
 EXAMPLES = int(os.environ.get("BUNQ_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
                 suppress_health_check=[HealthCheck.too_slow,
@@ -77,6 +78,15 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         made["sqs"] = connect(moto_server.sqs_url())
     except Exception as exc:  # noqa: BLE001 - moto missing or not starting
         _absent("sqs", f"moto's server is not available: {exc}", skipped)
+    redis_prefix = f"fuzz{uuid.uuid4().hex[:8]}"
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+        sep = "&" if "?" in REDIS_URL else "?"
+        made["redis"] = connect(f"{REDIS_URL}{sep}prefix={redis_prefix}")
+    except Exception as exc:  # noqa: BLE001 - redis-py missing or no server
+        _absent("redis", f"cannot reach {REDIS_URL}: {exc}", skipped)
     served = connect(f"memory://?data={tmp / 'served.db'}")
     server = BackgroundServer(served, ServerConfig(port=0, http_port=None, sweep_interval=3600.0,
                                                    cron_interval=3600.0),
@@ -88,6 +98,13 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     for backend in made.values():
         backend.close()
     server.stop()
+    if "redis" in made:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
+        keys = list(client.scan_iter(match=f"*{redis_prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
     if "postgres" in made:
         import psycopg
 

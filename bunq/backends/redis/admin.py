@@ -13,7 +13,9 @@ from typing import Any
 from ...codec import pack, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import DlqEntry, FailureReason, Job, JobId, JobState
-from ..base import Clock, DlqConfig, QueueLimits
+from ...queueconfig import DlqConfig, QueueLimits, from_stored
+from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
+from ..base import Clock
 from ..base import check_queue_name as _qn
 from .errors import translated
 from .keys import Keys
@@ -81,12 +83,14 @@ class RedisAdmin:
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
         _qn(queue)
-        limit = max(min(limit, 10_000), 0)
+        state = JobState.parse(state)
+        offset, limit = page(offset, limit)
+        limit = min(limit, 10_000)
         if limit == 0:
             return []
         now = self._now()
         with translated("get_jobs"):
-            args = [now, JobState(state).value, max(offset, 0), limit]
+            args = [now, state.value, offset, limit]
             rows = SCRIPTS.list.run(self._r, [self.keys.queue(queue)], args)
         return [job_from_hash(fields(flat), queue, now) for flat in rows]
 
@@ -154,11 +158,13 @@ class RedisAdmin:
 
     def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
         _qn(queue)
+        state = JobState.parse(state)
+        grace_ms, limit = duration(grace_ms, "grace_ms"), integer(limit, "limit", 0, MAX_LIMIT)
         if state in (JobState.ACTIVE, JobState.WAITING_CHILDREN, JobState.PAUSED):
             raise ConfigError(f"clean does not remove {state.value} jobs")
         if limit <= 0:
             return []
-        return self._remove(queue, JobState(state).value, limit=limit, grace=max(grace_ms, 0))
+        return self._remove(queue, state.value, limit=limit, grace=grace_ms)
 
     def obliterate(self, queue: str, force: bool = False) -> None:
         _qn(queue)
@@ -189,8 +195,8 @@ class RedisAdmin:
         if got[0] is None:
             return QueueLimits()
         conc, rate_max, rate_dur, gconc, grate, grate_dur = (int(v or 0) for v in got)
-        return QueueLimits(rate_max or None, rate_dur or 1000, conc or None, gconc or None,
-                           grate or None, grate_dur or 1000)  # fmt: skip
+        return from_stored(QueueLimits, rate_max or None, rate_dur or 1000, conc or None,
+                           gconc or None, grate or None, grate_dur or 1000)  # fmt: skip
 
     # -- per-job data ------------------------------------------------------------------
     def _jobdata(self, job_id: JobId, what: str, value: Any) -> None:
@@ -210,7 +216,7 @@ class RedisAdmin:
     def add_log(self, job_id: JobId, line: str) -> None:
         if not isinstance(line, str):
             raise ValidationError("a log line must be a string", field="line")
-        self._jobdata(job_id, "log", line[:MAX_LOG_LINE])
+        self._jobdata(job_id, "log", storable(line, MAX_LOG_LINE))
 
     def get_logs(self, job_id: JobId) -> list[str]:
         queue = self._queue_of(job_id)
@@ -222,10 +228,10 @@ class RedisAdmin:
     # -- dead-letter queue -------------------------------------------------------------
     def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
         _qn(queue)
+        start, limit = page(offset, limit)
         if limit <= 0:
             return []
         with translated("dlq_list"):
-            start = max(offset, 0)
             got = self._r.zrevrange(self.keys.queue(queue) + ":dlq", start, start + limit - 1)
         ids = [i.decode() for i in got]
         now = self._now()
@@ -263,7 +269,7 @@ class RedisAdmin:
         if config is None:
             with translated("dlq_config"):
                 blob = self._r.hget(meta, "dlq")
-            return DlqConfig() if blob is None else DlqConfig(**unpack(blob))
+            return DlqConfig() if blob is None else from_stored(DlqConfig, **unpack(blob))
         self._register(queue)
         with translated("dlq_config"):
             self._r.hset(meta, mapping={
@@ -283,6 +289,7 @@ class RedisAdmin:
 
     def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
                create: bool = False) -> bool:  # fmt: skip
+        kv_key(ns, key)
         mode = "create" if create else ("set" if expected is None else "cas")
         with translated("kv_put"):
             return bool(SCRIPTS.kv_put.run(self._r, [self.keys.kv(ns)],

@@ -19,9 +19,10 @@ from typing import Any
 import redis
 
 from ...codec import options_blob, pack
-from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
-from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle
+from ...errors import BackendError, ConfigError, DependencyError, DuplicateJob, ValidationError
+from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
+from ...validate import MAX_ATTEMPTS, duration, integer, lease_args, storable
 from ..base import ALL_CAPABILITIES, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from .admin import RedisAdmin
@@ -89,9 +90,9 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         self.keys = Keys(self.config.prefix)
         self._server_clock = None if clock is not None else ServerClock()
         self.clock: Clock = clock or self._server_clock or ServerClock()
-        self.max_payload = max_payload
-        self.max_stalls = max_stalls
-        self.completed_max_age = completed_max_age
+        self.max_payload = integer(max_payload, "max_payload", 1, 2**31, ConfigError)
+        self.max_stalls = integer(max_stalls, "max_stalls", 0, MAX_ATTEMPTS, ConfigError)
+        self.completed_max_age = duration(completed_max_age, "completed_max_age", ConfigError)
         self.completed_max_count = completed_max_count
         self._known: set[str] = set()  # queues this process has registered lately
         self._known_at = time.monotonic()
@@ -124,6 +125,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         if not jobs:
             return []
+        check_new_jobs(jobs)  # the bounds every backend shares (bunq.validate)
         runs: list[tuple[str, list[int]]] = []  # consecutive jobs of one queue, in order
         for i, job in enumerate(jobs):
             if runs and runs[-1][0] == job.queue:
@@ -347,6 +349,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     # -- leases ----------------------------------------------------------------------
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
         _qn(queue)
+        lease_args(n, lease_ms, owner)
         if n <= 0:
             return []
         token = os.urandom(12).hex()
@@ -415,7 +418,8 @@ class RedisBackend(RemoteDeps, RedisAdmin):
 
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip
-        err = "" if error is None else str(error)[:4000]
+        duration(duration_ms, "duration_ms")
+        err = "" if error is None else storable(error)
         now = self._now()
         with translated("fail"):
             ok, removed = self._eval(SCRIPTS.fail, self.keys.queue(lease.job.queue), [
@@ -426,6 +430,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         return Settle.OK if ok else Settle.STALE
 
     def extend(self, lease: Lease, lease_ms: int) -> Settle:
+        duration(lease_ms, "lease_ms")
         with translated("extend"):
             args = [lease.job.id, lease.token, lease.attempt, self._now() + lease_ms]
             ok = self._eval(SCRIPTS.extend, self.keys.queue(lease.job.queue), args)
