@@ -135,7 +135,12 @@ async def _handle(
         else:
             writer.write(await _route(server, parts[0], parts[1], head))
         await writer.drain()
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+    except (
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+        asyncio.TimeoutError,
+        ConnectionError,
+    ):  # asyncio.TimeoutError: the builtin one only from 3.11
         pass
     except Exception:  # noqa: BLE001 - the HTTP side must never take the server down
         log.exception("http request failed")

@@ -240,10 +240,7 @@ class Waiters:
         if queue not in self._timers:
             self._timers[queue] = loop.call_later(self.recheck, self._recheck, queue)
         try:
-            async with asyncio.timeout(timeout_s):
-                await fut
-        except TimeoutError:
-            pass
+            await asyncio.wait((fut,), timeout=timeout_s)  # woken, or the time is up
         finally:
             parked.pop(fut, None)
             if not parked and self._queues.get(queue) is parked:
