@@ -201,7 +201,8 @@ def test_a_crash_between_advance_and_add_is_recovered(backend: Any, clock: Any) 
     assert st is not None and st.pending is None
 
 
-@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                                  pytest.param("redis", marks=pytest.mark.redis)])  # fmt: skip
 def test_racing_firers_fire_each_run_exactly_once(
         kind: str, make_backend: Callable[..., Any], clock: Any) -> None:  # fmt: skip
     first = make_backend(kind, clock=clock)
@@ -242,11 +243,14 @@ def _race(peers: list[Any], clock: Any) -> list[str]:
 
 def _peer(kind: str, first: Any, clock: Any) -> Any:
     """Another connection to the same store (another process, as far as the store knows)."""
+    from bunq.backends import connect
+
     if kind == "sqlite":
         from bunq.backends.sql.sqlite import SQLiteBackend
 
         return SQLiteBackend(first.path, clock=clock)
-    from bunq.backends import connect
+    if kind == "redis":
+        return connect(f"{first.config.client_url}?prefix={first.config.prefix}", clock=clock)
 
     dsn = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
     sep = "&" if "?" in dsn else "?"

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from bunq import Queue, Worker, connect, tick
-from bunq.cron import Schedule, Scheduler, job_id_for
+from bunq import Queue, Worker, tick
 
 pytestmark = pytest.mark.redis
 
@@ -86,39 +85,6 @@ def test_tick_over_redis(real: Any) -> None:
     assert (r.leased, r.succeeded, r.failed, r.moved_to_dlq, r.ticks) == (6, 5, 1, 1, 2)
     assert (r.may_have_more, r.queue_depth) == (False, 0)
     assert q.dlq.size() == 1
-
-
-def test_racing_cron_firers_fire_each_run_exactly_once(make_backend: Callable[..., Any],
-                                                       clock: Any) -> None:  # fmt: skip
-    first = make_backend("redis", clock=clock)
-    url = first.config.client_url + f"?prefix={first.config.prefix}"
-    peers = [first] + [connect(url, clock=clock) for _ in range(5)]
-    try:
-        s = Scheduler(first).add(Schedule("race", "q", "job", every_ms=60_000,
-                                          prevent_overlap=False))  # fmt: skip
-        fired: list[str] = []
-        lock = threading.Lock()
-        for run in range(3):
-            clock.now = (s.next_run or 0) + run * 60_000
-            barrier = threading.Barrier(len(peers))
-
-            def fire(be: Any, barrier: threading.Barrier = barrier) -> None:
-                barrier.wait()
-                jobs = Scheduler(be).fire_due()
-                with lock:
-                    fired.extend(j.id for j in jobs)
-
-            threads = [threading.Thread(target=fire, args=(be,)) for be in peers]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    finally:
-        for be in peers[1:]:
-            be.close()
-    assert sorted(fired) == sorted(job_id_for("race", (s.next_run or 0) + i * 60_000)
-                                   for i in range(3))  # fmt: skip
-    assert Queue("q", first).counts()["waiting"] == 3
 
 
 def test_bunq_serve_over_redis(real: Any) -> None:

@@ -1,6 +1,6 @@
-"""FIFO groups on Redis, with the memory engine's semantics (tests/engine/test_groups_limits.py):
-per-group concurrency and rate limits enforced in the claim, FIFO within a group,
-round-robin across groups, a blocked group never blocking others."""
+"""FIFO groups on Redis beyond the contract suite's group tests (tests/contract/test_groups.py,
+which run on redis too): grouped jobs through counts, listings, retries and drains, and a
+rotation of many groups (Lua's unpack limit)."""
 
 from __future__ import annotations
 
@@ -17,77 +17,6 @@ pytestmark = pytest.mark.redis
 
 def take(backend: Any, n: int = 10) -> list[Any]:
     return list(backend.lease("q", n, 30_000, "w"))
-
-
-def test_group_concurrency_one_is_strictly_serial(backend: Any) -> None:
-    backend.set_limits("q", QueueLimits(group_concurrency=1))
-    ids = [add(backend, data=i, group="g").id for i in range(5)]
-    order = []
-    while True:
-        got = take(backend)
-        if not got:
-            break
-        assert len(got) == 1  # never two of the group at once
-        order.append(got[0].id)
-        backend.complete(got[0])
-    assert order == ids  # admission order within the group
-    assert backend.counts("q")[JobState.COMPLETED] == 5
-
-
-def test_blocked_group_blocks_neither_other_groups_nor_ungrouped(backend: Any) -> None:
-    backend.set_limits("q", QueueLimits(group_concurrency=1))
-    a1, a2 = add(backend, data="a1", group="a"), add(backend, data="a2", group="a")
-    b1 = add(backend, data="b1", group="b")
-    u1, u2 = add(backend, data="u1"), add(backend, data="u2")
-    first = take(backend)
-    assert {x.id for x in first} == {a1.id, b1.id, u1.id, u2.id}
-    assert take(backend) == []
-    backend.complete(next(x for x in first if x.id == a1.id))
-    assert [x.id for x in take(backend)] == [a2.id]
-
-
-def test_groups_take_turns(backend: Any) -> None:
-    for g in "abc":
-        for i in range(3):
-            add(backend, data=f"{g}{i}", group=g)
-    got = [x.job.data for x in take(backend, 9)]
-    assert got[:3] == ["a0", "b0", "c0"] and got[3:6] == ["a1", "b1", "c1"]
-
-
-def test_turns_continue_across_lease_calls(backend: Any) -> None:
-    for g in "ab":
-        for i in range(2):
-            add(backend, data=f"{g}{i}", group=g)
-    assert [x.job.data for x in take(backend, 1)] == ["a0"]
-    assert [x.job.data for x in take(backend, 1)] == ["b0"]
-    assert [x.job.data for x in take(backend, 2)] == ["a1", "b1"]
-
-
-def test_priority_between_ungrouped_work_and_the_group_in_turn(backend: Any) -> None:
-    add(backend, data="low", group="g")
-    add(backend, data="high", priority=5)
-    add(backend, data="mid", priority=2)
-    add(backend, data="g-urgent", priority=9, group="g")
-    assert [x.job.data for x in take(backend, 4)] == ["g-urgent", "high", "mid", "low"]
-
-
-def test_group_rate_limit(backend: Any, clock: Any) -> None:
-    backend.set_limits("q", QueueLimits(group_rate_max=2, group_rate_duration=1_000))
-    for i in range(4):
-        add(backend, data=i, group="g")
-    add(backend, data="other", group="h")
-    assert sorted(str(x.job.data) for x in take(backend)) == ["0", "1", "other"]
-    assert take(backend) == []
-    clock.advance(1_000)
-    assert [x.job.data for x in take(backend)] == [2, 3]
-
-
-def test_queue_concurrency_with_groups(backend: Any) -> None:
-    backend.set_limits("q", QueueLimits(concurrency=2))
-    for g in "abc":
-        add(backend, group=g)
-    assert len(take(backend)) == 2 and take(backend) == []
-    assert backend.get_limits("q").concurrency == 2
 
 
 def test_grouped_jobs_count_list_retry_and_drain(backend: Any, clock: Any) -> None:
