@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run as a script
 
-from chaos.ledger import Recording, Writer, child_env  # noqa: E402
+from chaos.ledger import Recording, Tally, Writer, child_env, tally  # noqa: E402
 
 from bunq import JobState, Queue, Worker, connect  # noqa: E402
 from bunq.errors import BunqError  # noqa: E402
@@ -99,6 +99,18 @@ def drain(backend: Any, ledger: Writer, done: Callable[[], bool] | None = None,
     finally:
         for w in ws:
             w.close()
+
+
+def finish(directory: Path, url: str) -> Tally:
+    """After the chaos: reopen ``url``, run every unfinished job to its end, and count."""
+    backend = connect(url)
+    try:
+        drainer = Writer(directory / "drain.log")
+        drain(backend, drainer, lambda: unfinished(backend) == 0)
+        drainer.close()
+        return tally(directory, backend)
+    finally:
+        backend.close()
 
 
 def spawn(role: str, url: str, ledger: Path, *args: str, **env: str) -> subprocess.Popen[str]:

@@ -16,10 +16,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from chaos.ledger import NON_DURABLE_LOSS_BOUND, Writer, ledger_dir, tally
-from chaos.roles import drain, lines, spawn, unfinished, wait_for
-
-from bunq import connect
+from chaos.ledger import NON_DURABLE_LOSS_BOUND, ledger_dir
+from chaos.roles import finish, lines, spawn, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +37,7 @@ def test_engine_owner_killed_under_load_keeps_every_durable_add(tmp_path: Path) 
         finally:
             owner.send_signal(signal.SIGKILL)
             owner.wait(10)
-    backend = connect(url)  # recovery: the jobs the dead owner held go back to waiting
-    try:
-        drainer = Writer(d / "drain.log")
-        drain(backend, drainer, lambda: unfinished(backend) == 0)
-        drainer.close()
-        t = tally(d, backend)
-    finally:
-        backend.close()
+    t = finish(d, url)  # recovery, then every unfinished job run to its end
     print(f"\nmemory engine owner SIGKILLed x{ROUNDS}: {t.summary()}")
     t.check(settle_commits=False)
     assert len(t.recompleted) <= ROUNDS * NON_DURABLE_LOSS_BOUND

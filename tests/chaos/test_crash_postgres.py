@@ -15,10 +15,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from chaos.ledger import Writer, ledger_dir, tally
-from chaos.roles import drain, lines, spawn, unfinished, wait_for
-
-from bunq import connect
+from chaos.ledger import ledger_dir
+from chaos.roles import finish, lines, spawn, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -55,13 +53,6 @@ def test_terminated_connections_lose_nothing_and_settle_once(pg_url: str, tmp_pa
                 p.send_signal(signal.SIGKILL)
             p.wait(10)
     assert terminated >= TERMINATIONS
-    backend = connect(pg_url)
-    try:
-        drainer = Writer(d / "drain.log")
-        drain(backend, drainer, lambda: unfinished(backend) == 0)
-        drainer.close()
-        t = tally(d, backend)
-    finally:
-        backend.close()
+    t = finish(d, pg_url)  # recovery, then every unfinished job run to its end
     print(f"\npostgres: {terminated} connections terminated, a worker SIGKILLed: {t.summary()}")
     t.check(settle_commits=True)

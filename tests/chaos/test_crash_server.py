@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from chaos.ledger import NON_DURABLE_LOSS_BOUND, Writer, ledger_dir, read, tally
-from chaos.roles import drain, lines, spawn, unfinished, wait_for
+from chaos.ledger import NON_DURABLE_LOSS_BOUND, ledger_dir, read, tally
+from chaos.roles import finish, lines, spawn, wait_for
 from chaos.serve import Served
 
 from bunq import connect
@@ -67,14 +67,7 @@ def test_server_killed_under_load_loses_no_durable_push(
         wait_for(lambda: acks(d) >= seen + 100, 60, "the clients to reconnect")
     finally:
         stop(procs)
-    backend = connect(url)
-    try:
-        drainer = Writer(d / "drain.log")
-        drain(backend, drainer, lambda: unfinished(backend) == 0)
-        drainer.close()
-        t = tally(d, backend)
-    finally:
-        backend.close()
+    t = finish(d, url)  # recovery, then every unfinished job run to its end
     print(f"\nbunq serve ({behind}) SIGKILLed x{KILLS} under durable pushes: {t.summary()}")
     commits = behind == "sqlite"  # the memory engine writes leases and completions behind
     t.check(settle_commits=commits)
