@@ -42,6 +42,18 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+def required_tool(name: str, package: str | None = None) -> str:
+    """The path of command ``name``; skip without it, or fail in CI (which installs it)."""
+    import shutil
+
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is required in CI (pip install {package or name})")
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
 def missing(name: str, why: str) -> None:
     """Skip (or fail, when the backend is required) for a missing service."""
     if name in REQUIRED:

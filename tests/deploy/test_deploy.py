@@ -6,27 +6,17 @@ skips its test, in CI (CI set) it fails.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from conftest import required_tool as tool
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "deploy").glob("*.yaml"))
 K8S = "1.31.0"
-
-
-def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is required in CI (the test extra installs it)")
-        pytest.skip(f"{name} is not installed")
-    return path
 
 
 def docs(path: Path) -> list[dict[str, Any]]:

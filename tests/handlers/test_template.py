@@ -8,25 +8,15 @@ when cfn-lint is missing and CI is unset. ``sam validate --lint`` and
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
+from conftest import required_tool as tool
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 AWS_ENV = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
-
-
-def tool(name: str, module: str | None = None) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is required in CI (pip install {module or name})")
-        pytest.skip(f"{name} is not installed")
-    return path
 
 
 def test_cfn_lint_passes_with_informational_checks() -> None:
