@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .errors import ConfigError
+from .protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME
 
 DEFAULT_BACKEND = "sqlite:///bunq.db"  # the library's default (``bunq.connect()``)
 LOG_FORMATS = ("auto", "json", "text")
@@ -70,9 +71,9 @@ class Settings:
     queue: str | None = None
     log_level: str = "INFO"
     log_format: str = "auto"
-    max_frame: int = 16 << 20
+    max_frame: int = DEFAULT_MAX_FRAME
     idle_timeout: int = 60
-    pre_auth_frame: int = 4 << 10
+    pre_auth_frame: int = PRE_AUTH_FRAME
     max_connections: int = 10_000
     max_unauthenticated: int = 1_024
     auth_timeout: float = 10.0

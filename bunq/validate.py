@@ -55,6 +55,17 @@ def duration(value: object, field: str, error: type[BunqError] = ValidationError
     return integer(value, field, 0, MAX_DURATION_MS, error)
 
 
+def store_bounds(
+    max_payload: object, max_stalls: object, completed_max_age: object, completed_max_count: object
+) -> tuple[int, int, int, int]:
+    """A shared store's bounds (SQL, Redis) checked once: ConfigError names the bad one."""
+    return (integer(max_payload, "max_payload", 1, 2**31, ConfigError),
+            integer(max_stalls, "max_stalls", 0, MAX_ATTEMPTS, ConfigError),
+            duration(completed_max_age, "completed_max_age", ConfigError),
+            integer(completed_max_count, "completed_max_count", 0, MAX_COUNT,
+                    ConfigError))  # fmt: skip
+
+
 def text(value: object, field: str, max_bytes: int = MAX_NAME_BYTES,
          error: type[BunqError] = ValidationError) -> str:  # fmt: skip
     """Return ``value`` if it is a non-empty str of valid UTF-8 without NUL, at most

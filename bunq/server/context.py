@@ -13,7 +13,8 @@ from typing import Any
 from ..backends.base import Backend
 from ..errors import BunqError, ConfigError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
-from ..protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME, Packed, pack_value, parse_token
+from ..protocol import Packed, pack_value, parse_token
+from ..settings import Settings
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
 from .metrics import Metrics
@@ -21,6 +22,9 @@ from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
 BIG_LIST = 100  # a longer listing is built and packed off the event loop (long_read)
+
+
+_DEFAULTS = Settings()  # the documented defaults (no BUNQ_* read): one source for both
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +65,9 @@ class ServerConfig:
     port: int = 6789
     http_port: int | None = 6790
     tokens: tuple[str, ...] = ()
-    max_frame: int = DEFAULT_MAX_FRAME
-    idle_timeout: float = 60.0
-    max_inflight: int = 100
+    max_frame: int = _DEFAULTS.max_frame
+    idle_timeout: float = _DEFAULTS.idle_timeout
+    max_inflight: int = _DEFAULTS.max_inflight
     threads: int = 1
     inline: bool | None = None
     sweep_interval: float = 1.0
@@ -72,15 +76,15 @@ class ServerConfig:
     max_lease_ms: int = 24 * 3600_000
     default_lease_ms: int = 30_000
     event_buffer: int = 32 << 20
-    pre_auth_frame: int = PRE_AUTH_FRAME
-    max_connections: int = 10_000
-    max_unauthenticated: int = 1_024
-    auth_timeout: float = 10.0
-    max_auth_failures: int = 5
-    auth_fail_delay: float = 0.2
-    max_unsent: int = 4 << 20
-    http_auth: bool = True
-    scrape_cache: float = 1.0
+    pre_auth_frame: int = _DEFAULTS.pre_auth_frame
+    max_connections: int = _DEFAULTS.max_connections
+    max_unauthenticated: int = _DEFAULTS.max_unauthenticated
+    auth_timeout: float = _DEFAULTS.auth_timeout
+    max_auth_failures: int = _DEFAULTS.max_auth_failures
+    auth_fail_delay: float = _DEFAULTS.auth_fail_delay
+    max_unsent: int = _DEFAULTS.max_unsent
+    http_auth: bool = _DEFAULTS.http_auth
+    scrape_cache: float = _DEFAULTS.scrape_cache
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:

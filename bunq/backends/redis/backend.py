@@ -19,10 +19,10 @@ from typing import Any
 import redis
 
 from ...codec import options_blob, pack
-from ...errors import BackendError, ConfigError, DependencyError, DuplicateJob, ValidationError
+from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
 from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
-from ...validate import MAX_ATTEMPTS, duration, integer, lease_args, storable
+from ...validate import duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from .admin import RedisAdmin
@@ -90,10 +90,9 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         self.keys = Keys(self.config.prefix)
         self._server_clock = None if clock is not None else ServerClock()
         self.clock: Clock = clock or self._server_clock or ServerClock()
-        self.max_payload = integer(max_payload, "max_payload", 1, 2**31, ConfigError)
-        self.max_stalls = integer(max_stalls, "max_stalls", 0, MAX_ATTEMPTS, ConfigError)
-        self.completed_max_age = duration(completed_max_age, "completed_max_age", ConfigError)
-        self.completed_max_count = completed_max_count
+        (self.max_payload, self.max_stalls, self.completed_max_age,
+         self.completed_max_count) = store_bounds(max_payload, max_stalls, completed_max_age,
+                                                  completed_max_count)  # fmt: skip
         self._known: set[str] = set()  # queues this process has registered lately
         self._known_at = time.monotonic()
         self._local = threading.local()

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ...codec import options_blob, pack, unpack
-from ...errors import ConfigError, DependencyError, DuplicateJob
+from ...errors import DependencyError, DuplicateJob
 from ...job import (
     Job,
     JobId,
@@ -28,7 +28,7 @@ from ...job import (
 )  # fmt: skip
 from ...policy import DEFAULT_MAX_STALLS, FailDecision
 from ...queueconfig import QueueLimits, from_stored
-from ...validate import MAX_ATTEMPTS, MAX_COUNT, duration, integer, lease_args, storable
+from ...validate import duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock
 from ..base import check_queue_name as _qn
 from .admin import SqlAdmin
@@ -67,11 +67,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                  max_stalls: int = DEFAULT_MAX_STALLS, completed_max_age: int = 24 * 3600_000,
                  completed_max_count: int = 100_000) -> None:  # fmt: skip
         self.clock = clock
-        self.max_payload = integer(max_payload, "max_payload", 1, 2**31, ConfigError)
-        self.max_stalls = integer(max_stalls, "max_stalls", 0, MAX_ATTEMPTS, ConfigError)
-        self.completed_max_age = duration(completed_max_age, "completed_max_age", ConfigError)
-        self.completed_max_count = integer(completed_max_count, "completed_max_count", 0,
-                                           MAX_COUNT, ConfigError)  # fmt: skip
+        (self.max_payload, self.max_stalls, self.completed_max_age,
+         self.completed_max_count) = store_bounds(max_payload, max_stalls, completed_max_age,
+                                                  completed_max_count)  # fmt: skip
         self._seq = 0
         self._batch_cache: dict[tuple[str, int], str] = {}
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
