@@ -12,10 +12,8 @@ tests drive delays, backoff and lease expiry without sleeping.
 
 from __future__ import annotations
 
-import enum
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import UnsupportedError
@@ -24,54 +22,13 @@ from ..policy import FailDecision
 from ..queueconfig import DlqConfig as DlqConfig  # model value types, re-exported
 from ..queueconfig import QueueLimits as QueueLimits
 from ..validate import QUEUE_NAME_PATTERN, queue_name
-
-Clock = Callable[[], int]
+from ..values import ALL_CAPABILITIES as ALL_CAPABILITIES  # model value types, re-exported
+from ..values import Capability as Capability
+from ..values import Clock as Clock
+from ..values import SweepResult as SweepResult
 
 QUEUE_NAME = re.compile(QUEUE_NAME_PATTERN)  # use .fullmatch (``$`` matches before a newline)
 check_queue_name = queue_name  # the model's check (bunq.validate), re-exported
-
-
-class Capability(str, enum.Enum):
-    """Features a backend may or may not honour."""
-
-    PRIORITY = "priority"
-    LIFO = "lifo"
-    DELAY = "delay"
-    LONG_DELAY = "long_delay"  # delays beyond 15 minutes without re-parking
-    GET_JOB = "get_job"
-    LIST_JOBS = "list_jobs"
-    EXACT_COUNTS = "exact_counts"
-    JOB_ID = "job_id"  # idempotent custom ids
-    UNIQUE_KEY = "unique_key"
-    FLOWS = "flows"  # depends_on, parents and children
-    PAUSE = "pause"
-    CLEAN = "clean"
-    PROGRESS = "progress"
-    LOGS = "logs"
-    RESULTS = "results"
-    DLQ = "dlq"
-    RATE_LIMIT = "rate_limit"
-    CONCURRENCY_LIMIT = "concurrency_limit"
-    GROUPS = "groups"
-    CRON = "cron"
-    TTL = "ttl"
-    MULTI_PROCESS = "multi_process"  # several processes may share the store
-    CLOCK = "clock"  # delays, leases, backoff and sweeps follow the injected clock(), to the ms
-    HISTORY = "history"  # every attempt's error and duration is kept (get_job, DLQ entries)
-
-
-ALL_CAPABILITIES = frozenset(Capability)
-
-
-@dataclass(frozen=True, slots=True)
-class SweepResult:
-    """What one sweep did: expired leases re-queued or dead, TTLs expired."""
-
-    requeued: int = 0
-    dead: int = 0
-    ttl_expired: int = 0
-    dlq_retried: int = 0
-    dlq_dropped: int = 0
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """RemoteBackend: the Backend contract against a running ``bunq serve``.
 
 ``bunq://host:6789?token=secret&timeout=30`` opens one pipelined connection
-(:class:`bunq.server.link.Link`) shared by every thread. Queue, Worker and
+(:class:`bunq.client_link.Link`) shared by every thread. Queue, Worker and
 tick() work over it exactly as in-process:
 
 - concurrent ``add`` calls from several threads are coalesced into one
@@ -24,13 +24,13 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from ..client_link import Link
 from ..errors import BunqError, ConfigError, ValidationError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
-from ..server.link import Link
-from ..server.shapes import dlq_from_bq, job_from_bq, options_to_wire
 from ..validate import page
+from ..wire_shapes import dlq_from_bq, job_from_bq, options_to_wire
 from .base import Capability, Clock, DlqConfig, QueueLimits, SweepResult
 from .urls import redact
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..backends.base import QueueLimits
 from ..errors import ConfigError
 from ..job import JobId, JobState
+from ..queueconfig import QueueLimits
 from ..validate import MAX_LIMIT, duration, integer, kv_key
 from .core import Core
 from .record import CHILDREN, WAITING, Rec

@@ -19,10 +19,11 @@ from typing import Any, Protocol
 import msgpack
 
 from .._core import BoundedSet, LRUCache, shard_for
-from ..backends.base import Clock, check_queue_name
 from ..codec import pack
 from ..errors import DependencyError
 from ..job import now_ms
+from ..validate import queue_name as check_queue_name
+from ..values import Clock
 from .config import EngineConfig
 from .record import CHILDREN, COMPLETED, Rec
 from .shard import Shard

@@ -8,8 +8,8 @@ sweep reports it in ``dlq_dropped``.
 
 from __future__ import annotations
 
-from ..backends.base import DlqConfig
 from ..job import DlqEntry, FailureReason, JobId
+from ..queueconfig import DlqConfig
 from ..validate import page
 from .core import Core
 from .qstate import QueueState

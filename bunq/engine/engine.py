@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backends.base import SweepResult
 from ..job import now_ms
+from ..values import SweepResult
 from . import ack, control, dlq, pull, push, query
 from . import sweep as sweeps
 from .config import EngineConfig

@@ -17,7 +17,7 @@ of that call, so a call costs O(groups + n log n).
 from __future__ import annotations
 
 from .._core import IndexedHeap, SlidingWindow
-from ..backends.base import QueueLimits
+from ..queueconfig import QueueLimits
 from .record import Rec
 
 

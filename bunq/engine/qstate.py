@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 
 from .._core import TokenBucket
-from ..backends.base import DlqConfig, QueueLimits
+from ..queueconfig import DlqConfig, QueueLimits
 from .lanes import Lanes
 from .record import Rec
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import threading
 
-from ..backends.base import SweepResult
 from ..job import Attempt, FailureReason
 from ..policy import decide_stall
+from ..values import SweepResult
 from .core import Core
 from .dlq import maintain
 from .record import WAITING, Rec

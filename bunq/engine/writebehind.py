@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ..backends.filekind import ENGINE_FILE, claim
 from ..codec import options_blob
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..filekind import ENGINE_FILE, claim
 from . import codec
 from .lockfile import FileLock
 from .record import COMPLETED, Rec

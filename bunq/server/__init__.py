@@ -2,8 +2,7 @@
 
 ``main(argv)`` is the CLI entry (``bunq serve`` and ``python -m bunq.server``);
 :class:`Server` and :class:`BackgroundServer` embed it. Imports are lazy so
-that ``bunq.backends.remote`` can use :mod:`bunq.server.link` without pulling
-in the server.
+that ``import bunq.server`` alone starts nothing heavy.
 """
 
 from __future__ import annotations

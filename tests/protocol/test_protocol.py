@@ -28,7 +28,7 @@ from bunq.protocol import (
     wire_token,
 )
 from bunq.server.fields import as_bool, as_int, opt_int, str_list
-from bunq.server.shapes import dlq_from_bq, dlq_to_bq, job_from_bq, job_to_bq, job_to_wire
+from bunq.wire_shapes import dlq_from_bq, dlq_to_bq, job_from_bq, job_to_bq, job_to_wire
 
 
 def frame(obj: Any) -> bytes:

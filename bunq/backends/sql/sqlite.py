@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlparse
 import apsw
 
 from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
-from ..filekind import SQL_FILE, claim
+from ...filekind import SQL_FILE, claim
 from ..urls import redact
 from .doorbell import Doorbell
 from .queries import SCHEMA_VERSION, SQLITE, ddl_names, render_all

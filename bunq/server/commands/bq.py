@@ -19,10 +19,10 @@ from ...errors import BunqError, ValidationError
 from ...job import FailureReason, JobState, Lease, NewJob, Settle
 from ...policy import FailDecision
 from ...protocol import error_reply, wire_token
+from ...wire_shapes import dlq_to_bq, job_to_bq, options_from_wire
 from ..context import BIG_LIST, ServerContext, Session
 from ..fields import as_int, as_str, opt_int
 from ..jobwait import failed
-from ..shapes import dlq_to_bq, job_to_bq, options_from_wire
 from ..wire import MAX_BATCH, queue_of, state_of
 from . import command
 from .consume import lease_with_poll, pull_args

@@ -16,10 +16,10 @@ from ...errors import BunqError, LeaseLost, ValidationError
 from ...job import FailureReason, Lease, Settle
 from ...policy import FailDecision, decide_failure
 from ...protocol import Prepared
+from ...wire_shapes import job_to_wire
 from ..context import ServerContext, Session
 from ..fields import as_bool, as_int, as_str, opt_int, str_list
 from ..jobwait import failed
-from ..shapes import job_to_wire
 from ..wire import queue_of
 from . import command
 

@@ -9,9 +9,9 @@ from ...backends.base import Backend
 from ...errors import JobNotFound, ValidationError
 from ...job import Job, JobState
 from ...protocol import Prepared
+from ...wire_shapes import job_to_wire
 from ..context import BIG_LIST, ServerContext, Session
 from ..fields import as_int, as_str, opt_int
-from ..shapes import job_to_wire
 from ..wire import counts_to_wire, queue_of, state_of
 from . import command
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 SQL_FILE = 0x62715331  # "bqS1"
 ENGINE_FILE = 0x62714531  # "bqE1"

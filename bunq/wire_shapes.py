@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..errors import ProtocolError
-from ..job import (
+from .errors import ProtocolError
+from .job import (
     Attempt,
     Backoff,
     DlqEntry,
@@ -20,7 +20,7 @@ from ..job import (
     JobState,
     UniqueStrategy,
 )
-from ..protocol import js_safe
+from .protocol import js_safe
 
 # --------------------------------------------------------------------- bunqueue job shape
 

@@ -24,8 +24,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import AuthError, BackendUnavailable, BunqError, ProtocolError
-from ..protocol import DEFAULT_MAX_FRAME, FrameDecoder, encode, error_from_reply
+from .errors import AuthError, BackendUnavailable, BunqError, ProtocolError
+from .protocol import DEFAULT_MAX_FRAME, FrameDecoder, encode, error_from_reply
 
 log = logging.getLogger("bunq.remote")
 
