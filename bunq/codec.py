@@ -1,7 +1,14 @@
 """msgpack encoding of job data, results and options, with size limits.
 
 One place decides what a payload may be, so every backend refuses the same
-values with the same errors (ValidationError, PayloadTooLarge).
+values with the same errors (ValidationError, PayloadTooLarge). It is also the
+only module that imports msgpack: the rest of bunq (the wire protocol, the
+engine's hot paths, the Redis and SQS row formats) takes the calls below from
+here, so the library and its options are chosen in one place
+(``tests/unit/test_layers.py`` checks). The bare ``packb``/``unpackb`` serve
+callers that map errors themselves (as :func:`pack` does) or decode trusted
+bytes, and the hot loops that cannot afford a wrapper frame (the engine's add
+and lease paths); ``Unpacker`` is the wire's streaming decoder.
 """
 
 from __future__ import annotations
@@ -9,7 +16,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import msgpack
+from msgpack import ExtraData as ExtraData
+from msgpack import OutOfData as OutOfData
+from msgpack import Unpacker as Unpacker
+from msgpack import packb as packb
+from msgpack import unpackb as unpackb
 
 from .errors import PayloadTooLarge, ValidationError
 from .job import Backoff, JobOptions, UniqueStrategy
@@ -18,7 +29,7 @@ from .job import Backoff, JobOptions, UniqueStrategy
 def pack(value: Any, what: str = "data", limit: int | None = None) -> bytes:
     """Encode a value as msgpack; raise ValidationError / PayloadTooLarge."""
     try:
-        out: bytes = msgpack.packb(value, use_bin_type=True)
+        out: bytes = packb(value, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(f"job {what} is not serialisable: {exc}", field=what) from None
     if limit is not None and len(out) > limit:
@@ -33,7 +44,7 @@ def pack(value: Any, what: str = "data", limit: int | None = None) -> bytes:
 def unpack(blob: bytes | memoryview | None) -> Any:
     if blob is None:
         return None
-    return msgpack.unpackb(bytes(blob), raw=False, strict_map_key=False)
+    return unpackb(bytes(blob), raw=False, strict_map_key=False)
 
 
 @lru_cache(maxsize=4096)

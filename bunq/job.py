@@ -37,10 +37,8 @@ class JobState(str, enum.Enum):
         """Return the state named by ``value`` (a JobState or its value), else ValidationError."""
         if isinstance(value, JobState):
             return value
-        if type(value) is str:
-            for state in cls:
-                if state.value == value:
-                    return state
+        if type(value) is str and value in cls._value2member_map_:
+            return cls(value)
         names = ", ".join(s.value for s in cls)
         raise ValidationError(f"unknown job state {value!r} (one of {names})", field="state")
 

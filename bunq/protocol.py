@@ -26,8 +26,7 @@ import gc
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal, TypedDict
 
-import msgpack
-
+from .codec import OutOfData, Unpacker, packb, unpackb
 from .errors import BunqError, ProtocolError, ValidationError
 
 PROTOCOL_VERSION: Final = 3
@@ -143,7 +142,7 @@ def decode_body(body: bytes) -> Any:
     declared length can never make it allocate more than the frame holds.
     """
     try:
-        return msgpack.unpackb(
+        return unpackb(
             body,
             raw=False,
             ext_hook=_ext_hook,
@@ -219,7 +218,7 @@ class FrameDecoder:
         self._buf = bytearray()
         self._pos = 0
         self._size: int | None = None  # body length of the large frame being decoded
-        self._big: msgpack.Unpacker | None = None
+        self._big: Unpacker | None = None
         self._fed = 0
         self._count = _Counted(MAX_CONTAINERS)
         self._broken: ProtocolError | None = None
@@ -292,7 +291,7 @@ class FrameDecoder:
         unpacker = self._big
         if unpacker is None:
             self._count.n = 0
-            unpacker = self._big = msgpack.Unpacker(
+            unpacker = self._big = Unpacker(
                 raw=False,
                 ext_hook=_ext_hook,
                 timestamp=1,
@@ -322,7 +321,7 @@ class FrameDecoder:
             finally:
                 if gc_was:
                     gc.enable()
-        except msgpack.OutOfData:
+        except OutOfData:
             if self._fed == size:
                 raise ProtocolError("undecodable frame: truncated body") from None
             return MORE if avail > take else self._need()
@@ -375,7 +374,7 @@ class Packed(bytes):
 
 def pack_value(value: Any) -> Packed:
     """Encode one reply value (already int64-safe) for :class:`Packed`."""
-    return Packed(msgpack.packb(value, use_bin_type=True, default=_default))
+    return Packed(packb(value, use_bin_type=True, default=_default))
 
 
 def _splice(msg: Mapping[str, Any], exact_ints: bool) -> bytes:
@@ -384,14 +383,12 @@ def _splice(msg: Mapping[str, Any], exact_ints: bool) -> bytes:
     head = bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big")
     parts = [head]
     for key, value in msg.items():
-        parts.append(msgpack.packb(key, use_bin_type=True))
+        parts.append(packb(key, use_bin_type=True))
         if type(value) is Packed:
             parts.append(value)
         else:
             parts.append(
-                msgpack.packb(
-                    value if exact_ints else js_safe(value), use_bin_type=True, default=_default
-                )
+                packb(value if exact_ints else js_safe(value), use_bin_type=True, default=_default)
             )
     return b"".join(parts)
 
@@ -426,7 +423,7 @@ def encode(msg: Mapping[str, Any], *, exact_ints: bool = False, strict: bool = F
         if any(type(v) is Packed for v in msg.values()):
             body = _splice(msg, exact_ints)
         else:
-            body = msgpack.packb(
+            body = packb(
                 msg if exact_ints else js_safe(msg),
                 use_bin_type=True,
                 default=None if strict else _default,

@@ -25,7 +25,7 @@ from .backends import resolve
 from .backends.base import Backend, check_queue_name
 from .errors import BackendError, BunqError, ConfigError
 from .execution import Handler, Outcome, is_async, run_async, run_sync, settle, settle_many
-from .job import FailureReason, Lease
+from .job import FailureReason, Lease, Settle
 from .policy import FailDecision
 from .validate import MAX_DURATION_MS, duration, integer, text
 
@@ -241,7 +241,7 @@ class Worker:
                     self.failed += 1
                 else:
                     self.processed += 1
-                if s.answer.value == "stale":
+                if s.answer is Settle.STALE:
                     log.warning("job %s: lease lost before settle (stale)", lease.id)
         except BunqError as exc:
             # The outcome could not be recorded: the lease expires and the job runs again.

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
-
-from ..codec import options_from_blob
+from ..codec import options_from_blob, unpackb
+from ..codec import packb as _packb
 from ..job import Attempt, FailureReason, JobState
 from ..queueconfig import DlqConfig, QueueLimits, from_stored
 from .record import Rec
@@ -43,7 +42,6 @@ DELETE_QUEUE = "DELETE FROM queues WHERE name = ?"
 PUT_KV = "INSERT OR REPLACE INTO kv VALUES (?, ?, ?)"
 DELETE_KV = "DELETE FROM kv WHERE ns = ? AND key = ?"
 
-_packb = msgpack.packb
 _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in FailureReason}
 
@@ -67,7 +65,7 @@ def rec_from_row(row: tuple[Any, ...]) -> tuple[Rec, bytes | None]:
     jid, queue, state, data, opts_blob, meta_blob, result = row
     (name, seq, run_at, created_at, started_at, finished_at, attempts, stalls, token, owner,
      lease_until, expire_at, pending, progress, error, reason, dlq_at, dlq_retries,
-     hist) = msgpack.unpackb(meta_blob, raw=False)  # fmt: skip
+     hist) = unpackb(meta_blob, raw=False)  # fmt: skip
     opts = options_from_blob(bytes(opts_blob))
     rec = Rec(jid, queue, name, bytes(data), opts, seq, created_at, run_at)
     rec.state = _STATES[state]
@@ -96,7 +94,7 @@ def limits_blob(limits: QueueLimits | None) -> bytes | None:
 
 def limits_from(blob: bytes | None) -> QueueLimits | None:
     """Decode queue limits."""
-    return None if blob is None else from_stored(QueueLimits, *msgpack.unpackb(blob))
+    return None if blob is None else from_stored(QueueLimits, *unpackb(blob))
 
 
 def dlq_blob(cfg: DlqConfig) -> bytes:
@@ -108,4 +106,4 @@ def dlq_blob(cfg: DlqConfig) -> bytes:
 
 def dlq_from(blob: bytes | None) -> DlqConfig:
     """Decode DLQ settings."""
-    return DlqConfig() if blob is None else from_stored(DlqConfig, *msgpack.unpackb(blob))
+    return DlqConfig() if blob is None else from_stored(DlqConfig, *unpackb(blob))

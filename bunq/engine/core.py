@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-import msgpack
-
 from .._core import BoundedSet, LRUCache, shard_for
 from ..codec import pack
+from ..codec import packb as _packb
 from ..errors import DependencyError
 from ..job import now_ms
 from ..validate import queue_name as check_queue_name
@@ -28,7 +27,6 @@ from .config import EngineConfig
 from .record import CHILDREN, COMPLETED, Rec
 from .shard import Shard
 
-_packb = msgpack.packb
 MAX_ROUTES = 65_536  # queue-name -> shard cache; cleared when full
 
 

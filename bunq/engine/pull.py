@@ -16,14 +16,11 @@ from __future__ import annotations
 import math
 import os
 
-import msgpack
-
+from ..codec import unpackb as _unpackb
 from ..job import Lease
 from ..validate import lease_args
 from .core import Core
 from .record import ACTIVE, make_job, make_lease
-
-_unpackb = msgpack.unpackb
 
 
 def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-import msgpack
-
+from ..codec import packb as _packb
 from ..errors import DependencyError, DuplicateJob
 from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
 from .core import Core, encode, paused_gc
@@ -27,7 +26,6 @@ from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, make_job, sna
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
-_packb = msgpack.packb
 BULK = 64  # calls with this many jobs pause the cyclic GC (see core.paused_gc)
 
 

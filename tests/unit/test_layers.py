@@ -214,6 +214,27 @@ def test_known_exceptions_still_exist() -> None:
         assert dst in GRAPH.get(src, set()), f"delete the exception {src} -> {dst}"
 
 
+def third_party_importers(library: str, root: Path = ROOT) -> set[str]:
+    """Modules that import ``library`` (any form, anywhere in the module)."""
+    found = set()
+    for name, path in discover(root).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                hit = any(a.name.split(".")[0] == library for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                hit = not node.level and (node.module or "").split(".")[0] == library
+            else:
+                continue
+            if hit:
+                found.add(name)
+    return found
+
+
+def test_msgpack_is_imported_only_by_the_codec() -> None:
+    # one codec (issue 14 item 5): the rest of bunq takes the msgpack calls from bunq.codec
+    assert third_party_importers("msgpack") == {"bunq.codec"}
+
+
 # -- the checks themselves catch what they are for (synthetic trees) ------------------------
 
 SYNTHETIC = {

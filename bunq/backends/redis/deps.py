@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
-
+from ...codec import unpackb
 from ...errors import DependencyError
 from ...job import NewJob
 from .errors import translated
@@ -104,7 +103,7 @@ class RemoteDeps:
                 now = self._now()
                 cmds: list[tuple[Any, ...]] = []
                 for raw in entries:
-                    q, dependent, dep, result = msgpack.unpackb(raw, raw=True)
+                    q, dependent, dep, result = unpackb(raw, raw=True)
                     cmds.append(("EVALSHA", SCRIPTS.xrelease.sha, 1, self.keys.queue(q.decode()),
                                  dependent, dep, result or b"",
                                  b"0" if result is False else b"1", now))  # fmt: skip

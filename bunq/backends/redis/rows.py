@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgpack
-
-from ...codec import options_from_blob, unpack
+from ...codec import options_from_blob, unpack, unpackb
 from ...job import Attempt, FailureReason, Job, JobState
 
 _STATES = {s.value.encode(): s for s in JobState}
@@ -50,7 +48,7 @@ def job_from_hash(f: dict[bytes, bytes], queue: str, now: int,
 def history(entries: Sequence[bytes]) -> tuple[Attempt, ...]:
     out = []
     for raw in entries:
-        attempt, err, dur, at, reason = msgpack.unpackb(raw, raw=False)
+        attempt, err, dur, at, reason = unpackb(raw, raw=False)
         out.append(Attempt(int(attempt), err or None, int(dur), int(at),
                            _REASONS.get(reason.encode()) if reason else None))  # fmt: skip
     return tuple(out)

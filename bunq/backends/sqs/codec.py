@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import msgpack
-
+from ...codec import ExtraData, packb, unpackb
 from ...errors import PayloadTooLarge, ValidationError
 from ...job import DEFAULT_OPTIONS, Job, JobOptions, JobState
 
@@ -71,7 +70,7 @@ def encode_body(env: Envelope) -> str:
     if env.expire_at is not None:
         doc["x"] = env.expire_at
     try:
-        packed: bytes = msgpack.packb(doc, use_bin_type=True)
+        packed: bytes = packb(doc, use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(f"job data is not serialisable: {exc}", field="data") from None
     return base64.b64encode(packed).decode("ascii")
@@ -85,7 +84,7 @@ def decode_body(body: str, queue: str | None = None) -> Envelope:
     if body.lstrip().startswith("{"):
         return _decode_json(body, queue)
     try:
-        doc = msgpack.unpackb(base64.b64decode(body, validate=True), raw=False,
+        doc = unpackb(base64.b64decode(body, validate=True), raw=False,
                               strict_map_key=False)  # fmt: skip
         if not isinstance(doc, dict) or doc.get("v") != 1:
             raise ValueError("not a version-1 envelope")
@@ -93,7 +92,7 @@ def decode_body(body: str, queue: str | None = None) -> Envelope:
         return Envelope(str(doc["id"]), str(doc["q"]), str(doc["n"]), doc.get("d"),
                         DEFAULT_OPTIONS if blob is None else _opts(bytes(blob)),
                         int(doc["c"]), doc.get("x"))  # fmt: skip
-    except (ValueError, KeyError, TypeError, binascii.Error, msgpack.ExtraData) as exc:
+    except (ValueError, KeyError, TypeError, binascii.Error, ExtraData) as exc:
         raise ValidationError(f"message body is not a bunq job: {exc}") from None
 
 
@@ -119,13 +118,13 @@ def _opts_blob(opts: JobOptions) -> bytes:
 @lru_cache(maxsize=1024)
 def _opts_blob_cached(opts: JobOptions) -> bytes:
     changed = {k: v for k, v in opts.to_dict().items() if v != _DEFAULTS[k]}
-    out: bytes = msgpack.packb(changed, use_bin_type=True)
+    out: bytes = packb(changed, use_bin_type=True)
     return out
 
 
 @lru_cache(maxsize=4096)
 def _opts(blob: bytes) -> JobOptions:
-    return JobOptions.parse(msgpack.unpackb(blob, raw=False))
+    return JobOptions.parse(unpackb(blob, raw=False))
 
 
 # ------------------------------------------------------------------ attributes
