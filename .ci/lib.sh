@@ -87,3 +87,31 @@ check_dist() {
     if grep -Eq '^tests/|^handlers/|\.c$' <<<"$wtree"; then die "the wheel carries files it should not"; fi
     echo "ok: $(basename "$sdist"), $(basename "$wheel")"
 }
+
+# dev_pin NAME: NAME's requirement as the dev extra pins it (e.g. "tox>=4").
+dev_pin() {
+    "$PY" -c 'import sys, tomllib, re
+dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]
+print(next(d for d in dev if re.split("[<>=!~ ]", d)[0] == sys.argv[1]))' "$1"
+}
+
+# claimed_pythons: the tox environments (py310,py311,...) of the Python versions the
+# classifiers claim; dies unless tox.ini's env_list has exactly those and requires-python
+# names the lowest.
+claimed_pythons() {
+    "$PY" - <<'PYEOF' || die "tox.ini, classifiers and requires-python disagree on the Pythons"
+import configparser, re, sys, tomllib
+meta = tomllib.load(open("pyproject.toml", "rb"))["project"]
+claimed = sorted({c.rsplit(":: ", 1)[1] for c in meta["classifiers"]
+                  if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)},
+                 key=lambda v: tuple(map(int, v.split("."))))
+envs = ["py" + v.replace(".", "") for v in claimed]
+ini = configparser.ConfigParser()
+ini.read("tox.ini")
+listed = [e for e in re.split(r"[,\s]+", ini["tox"]["env_list"]) if re.fullmatch(r"py\d+", e)]
+lowest = re.search(r">=\s*([\d.]+)", meta["requires-python"]).group(1)
+if listed != envs or claimed[0] != lowest:
+    sys.exit(f"classifiers {claimed}, tox env_list {listed}, requires-python >={lowest}")
+print(",".join(envs))
+PYEOF
+}

@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from bunq._core import bucket, heap, lru, minheap, routing, skiplist  # noqa: E402
-from bunq._core._pure import bucket as p_bucket  # noqa: E402
-from bunq._core._pure import heap as p_heap  # noqa: E402
-from bunq._core._pure import lru as p_lru  # noqa: E402
-from bunq._core._pure import minheap as p_minheap  # noqa: E402
-from bunq._core._pure import routing as p_routing  # noqa: E402
-from bunq._core._pure import skiplist as p_skiplist  # noqa: E402
+from bunq._core import bucket, heap, lru, minheap, routing, skiplist
+from bunq._core._pure import bucket as p_bucket
+from bunq._core._pure import heap as p_heap
+from bunq._core._pure import lru as p_lru
+from bunq._core._pure import minheap as p_minheap
+from bunq._core._pure import routing as p_routing
+from bunq._core._pure import skiplist as p_skiplist
 
 Runner = Callable[[], object]
 

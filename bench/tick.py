@@ -65,7 +65,7 @@ def cold_start(runs: int, fresh_file: bool, bytecode: bool) -> dict[str, Any]:
             out = subprocess.run([sys.executable, "-c", COLD.format(db=db)], env=env,
                                  capture_output=True, text=True, check=True)  # fmt: skip
             wall = (time.perf_counter() - t0) * 1000
-            inner = eval(out.stdout)  # noqa: S307 - our own subprocess's dict
+            inner = eval(out.stdout)  # our own subprocess's dict
             heavy.update(inner["heavy_modules"])
             if i == 0:
                 continue

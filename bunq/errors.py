@@ -155,7 +155,7 @@ class AuthError(BunqError):
     code = "auth"
 
 
-class Retry(Exception):  # noqa: N818 - a signal, not an error
+class Retry(Exception):  # a signal, not an error
     """Raised by a handler to ask for another attempt (spends an attempt).
 
     :param delay_ms: wait this long before the next attempt instead of the backoff.

@@ -151,7 +151,7 @@ def decode_body(body: bytes) -> Any:
             max_array_len=_MAX_CONTAINER,
             max_map_len=_MAX_CONTAINER,
         )
-    except Exception as exc:  # noqa: BLE001 - msgpack raises many types for bad input
+    except Exception as exc:  # msgpack raises many types for bad input
         raise ProtocolError(f"undecodable frame: {type(exc).__name__}: {exc}") from None
 
 
@@ -325,7 +325,7 @@ class FrameDecoder:
             if self._fed == size:
                 raise ProtocolError("undecodable frame: truncated body") from None
             return MORE if avail > take else self._need()
-        except Exception as exc:  # noqa: BLE001 - msgpack raises many types for bad input
+        except Exception as exc:  # msgpack raises many types for bad input
             raise ProtocolError(f"undecodable frame: {type(exc).__name__}: {exc}") from None
         if unpacker.tell() != size:
             raise ProtocolError("undecodable frame: ExtraData: bytes after the message")

@@ -83,7 +83,7 @@ class _Adds:
                     self._send([item])
                 return
             batch[0].error = exc
-        except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
+        except BaseException as exc:  # every waiting caller must hear of it
             for item in batch:
                 item.error = exc
         else:

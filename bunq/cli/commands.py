@@ -121,7 +121,7 @@ def cmd_add(args: argparse.Namespace, be: Backend) -> int:
         job = q.add(args.name, parse_json(args.data, "--data"), **opts)
         out(args, {"id": job.id, "queue": job.queue, "state": job.state.value}, job.id)
         return EXIT_OK
-    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
     added, prog = 0, Progress()
     try:
         for batch in _batches(_read_jobs(stream), BULK_BATCH):

@@ -114,7 +114,7 @@ def _factory(cls: type[Any]) -> Callable[..., Any]:
     src = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n"
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
     scope.update({f"_set_{n}": getattr(cls, n).__set__ for n in names})
-    exec(src, scope)  # noqa: S102 - generated from the dataclass's own field names
+    exec(src, scope)  # generated from the dataclass's own field names
     make: Callable[..., Any] = scope["make"]
     make.__doc__ = f"Build a {cls.__name__} from all its fields, positionally."
     return make

@@ -147,7 +147,7 @@ class Maintenance:
         while not self._stop.wait(self.interval):
             try:
                 sweep(self.core, self.core.config.stall_phases)
-            except Exception:  # noqa: BLE001 - a failed pass must not end maintenance
+            except Exception:  # a failed pass must not end maintenance
                 self.errors += 1
 
     def stop(self) -> None:

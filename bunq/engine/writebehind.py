@@ -237,7 +237,7 @@ class WriteBehind:
                 cycle = self.started
             try:
                 self.flush()
-            except Exception as exc:  # noqa: BLE001 - kept and retried; sync() reports it
+            except Exception as exc:  # kept and retried; sync() reports it
                 self.failures += 1
                 if not self.failing or repr(exc) != repr(self.last_error):
                     log.error("write-behind flush to %s failed (changes kept, retrying): %s",
@@ -344,7 +344,7 @@ class WriteBehind:
                         batch.inserts.append((jid, rec.queue, rec.state.value, rec.data,
                                               blob_of(rec.opts), meta(rec), result))  # fmt: skip
                         rec.saved = True
-                except Exception as exc:  # noqa: BLE001 - kept dirty and reported, never dropped
+                except Exception as exc:  # kept dirty and reported, never dropped
                     batch.held.append((shard, jid, rec, exc))
         batch.size += len(dirty) - (len(batch.held) - held)
         for (queue, key), entry in uniq.items():

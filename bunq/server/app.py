@@ -137,7 +137,7 @@ class Server:
             await coro
         except BunqError as exc:
             log.warning(f"{what} failed", extra={"error": str(exc), "code": exc.code})
-        except Exception:  # noqa: BLE001 - a timer must outlive one bad run
+        except Exception:  # a timer must outlive one bad run
             log.exception(f"{what} failed")
 
     async def _sweep(self) -> None:

@@ -233,7 +233,7 @@ class Connection(asyncio.BufferedProtocol):
         except BunqError as exc:
             ok = False
             reply = error_reply(req_id, exc)
-        except Exception:  # noqa: BLE001 - one request's bug must not take the server down
+        except Exception:  # one request's bug must not take the server down
             ok = False
             log.exception("command failed", extra={"cmd": cmd, "peer": self.session.peer})
             reply = error_reply(req_id, BunqError("internal server error"))

@@ -173,7 +173,7 @@ class ServerContext:
             jobs = self.backend.add([j for g in groups for j in g])
         except BunqError:  # one bad request must not fail its neighbours
             return each_or_error(self.backend.add, groups)
-        except Exception:  # noqa: BLE001 - nor a backend bug hit by one of them
+        except Exception:  # nor a backend bug hit by one of them
             return each_or_error(self.backend.add, groups, Exception)
         return split(jobs, [len(g) for g in groups])
 

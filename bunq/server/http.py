@@ -110,7 +110,7 @@ async def _route(server: Server, method: str, path: str, head: bytes) -> bytes:
             return _json(503, {"ready": False, "reason": "stopping"})
         try:
             await asyncio.wait_for(ctx.run(ctx.backend.queues), 2.0)
-        except Exception as exc:  # noqa: BLE001 - any failure means not ready
+        except Exception as exc:  # any failure means not ready
             return _json(503, {"ready": False, "reason": f"{type(exc).__name__}: {exc}"})
         return _json(200, {"ready": True})
     if path not in ("/metrics", "/prometheus", "/stats"):
@@ -142,7 +142,7 @@ async def _handle(
         ConnectionError,
     ):  # asyncio.TimeoutError: the builtin one only from 3.11
         pass
-    except Exception:  # noqa: BLE001 - the HTTP side must never take the server down
+    except Exception:  # the HTTP side must never take the server down
         log.exception("http request failed")
     finally:
         writer.close()

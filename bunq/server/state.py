@@ -300,12 +300,12 @@ class Coalescer(Generic[T, R]):
                 try:
                     call = self._run.offload if slow else self._run
                     results = await call(self._run_many, items)
-                except BaseException as exc:  # noqa: BLE001 - every waiter must hear of it
+                except BaseException as exc:  # every waiter must hear of it
                     results = [exc] * len(batch)
                 if self._after is not None:
                     try:
                         self._after(items, results)
-                    except Exception:  # noqa: BLE001 - a hook must not lose the results
+                    except Exception:  # a hook must not lose the results
                         log.exception("after-commit hook failed")
                 for (_, fut), res in zip(batch, results, strict=False):
                     if fut.done():

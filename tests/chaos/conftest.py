@@ -23,7 +23,7 @@ def pg_url() -> Iterator[str]:
 
     try:
         psycopg.connect(PG_DSN, connect_timeout=3).close()
-    except Exception as exc:  # noqa: BLE001 - any failure means no server
+    except Exception as exc:  # any failure means no server
         missing("postgres", f"cannot reach {PG_DSN}: {exc}")
     schema = f"t_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in PG_DSN else "?"

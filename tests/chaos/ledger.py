@@ -57,7 +57,7 @@ class Writer:
     """One process's ledger file (append, line-buffered, thread-safe)."""
 
     def __init__(self, path: str | Path) -> None:
-        self._f = open(path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+        self._f = open(path, "a", buffering=1)  # lives as long as the process
         self._lock = threading.Lock()
 
     def write(self, *lines: str) -> None:

@@ -29,10 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run as a script
 
-from chaos.ledger import Recording, Tally, Writer, child_env, tally  # noqa: E402
+from chaos.ledger import Recording, Tally, Writer, child_env, tally
 
-from bunq import JobState, Queue, Worker, connect  # noqa: E402
-from bunq.errors import BunqError  # noqa: E402
+from bunq import JobState, Queue, Worker, connect
+from bunq.errors import BunqError
 
 QUEUE = "chaos"
 ATTEMPTS = 25

@@ -28,7 +28,7 @@ class Served:
 
     def start(self) -> Served:
         self.starts += 1
-        err = open(self.cwd / f"serve-{self.starts}.err", "w")  # noqa: SIM115 - the child's
+        err = open(self.cwd / f"serve-{self.starts}.err", "w")  # the child's
         proc = subprocess.Popen(
             [sys.executable, "-m", "bunq.server", "--host", "127.0.0.1", "--port", str(self.port),
              "--http-port", "0", *self.args],

@@ -88,7 +88,7 @@ class Producers:
                 if reply.get("ok"):
                     self.note(reply.get("ids") or [reply["id"]])
                 raw.sock.sendall(frame)
-        except Exception:  # noqa: BLE001, S110 - the server was killed under us
+        except Exception:  # the server was killed under us
             pass
 
     def sequential(self, n: int) -> None:
@@ -96,7 +96,7 @@ class Producers:
         try:
             while not self.stop.is_set():
                 self.note([q.add("j", {"c": n}).id])
-        except Exception:  # noqa: BLE001, S110 - the server was killed under us
+        except Exception:  # the server was killed under us
             pass
         finally:
             q.backend.close()

@@ -70,13 +70,13 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         psycopg.connect(PG_DSN, connect_timeout=3).close()
         sep = "&" if "?" in PG_DSN else "?"
         made["postgres"] = connect(f"{PG_DSN}{sep}schema={schema}")
-    except Exception as exc:  # noqa: BLE001 - any failure means no server
+    except Exception as exc:  # any failure means no server
         _absent("postgres", f"cannot reach {PG_DSN}: {exc}", skipped)
     try:
         from backends.sqs import moto_server
 
         made["sqs"] = connect(moto_server.sqs_url())
-    except Exception as exc:  # noqa: BLE001 - moto missing or not starting
+    except Exception as exc:  # moto missing or not starting
         _absent("sqs", f"moto's server is not available: {exc}", skipped)
     redis_prefix = f"fuzz{uuid.uuid4().hex[:8]}"
     try:
@@ -85,7 +85,7 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
         sep = "&" if "?" in REDIS_URL else "?"
         made["redis"] = connect(f"{REDIS_URL}{sep}prefix={redis_prefix}")
-    except Exception as exc:  # noqa: BLE001 - redis-py missing or no server
+    except Exception as exc:  # redis-py missing or no server
         _absent("redis", f"cannot reach {REDIS_URL}: {exc}", skipped)
     served = connect(f"memory://?data={tmp / 'served.db'}")
     server = BackgroundServer(served, ServerConfig(port=0, http_port=None, sweep_interval=3600.0,
@@ -178,7 +178,7 @@ def _outcome(kind: str, backend: Any, call: Any) -> tuple[str, Any]:
         job = call(backend)
     except BunqError as exc:
         return ("error", exc.code)
-    except Exception as exc:  # noqa: BLE001 - the finding: an untyped error escaped
+    except Exception as exc:  # the finding: an untyped error escaped
         return ("crash", f"{kind}: {type(exc).__name__}: {exc}"[:300])
     if job is None or Capability.GET_JOB not in backend.capabilities:
         return ("ok", None)

@@ -25,7 +25,7 @@ def _open(db: str) -> Backend:
 
 def worker(db: str, out: str, lease_ms: int = 30_000, sleep_s: float = 0.0) -> None:
     backend = _open(db)
-    log = open(out, "a", buffering=1)  # noqa: SIM115 - line-buffered for the killer
+    log = open(out, "a", buffering=1)  # line-buffered for the killer
     total = int(os.environ.get("EXPECT", "0"))
 
     def handler(job: Any) -> None:
@@ -45,7 +45,7 @@ def worker(db: str, out: str, lease_ms: int = 30_000, sleep_s: float = 0.0) -> N
 
 def worker_run(db: str, out: str) -> None:
     """Run Worker.run() in the foreground (SIGTERM ends it gracefully)."""
-    log = open(out, "a", buffering=1)  # noqa: SIM115
+    log = open(out, "a", buffering=1)
 
     def handler(job: Any) -> str:
         log.write(f"start {job.id} {job.attempts}\n")

@@ -36,7 +36,7 @@ def pg_url() -> Any:
 
     try:
         psycopg.connect(PG_DSN, connect_timeout=3).close()
-    except Exception as exc:  # noqa: BLE001 - any failure means no server
+    except Exception as exc:  # any failure means no server
         missing("postgres", f"cannot reach {PG_DSN}: {exc}")
     schema = f"t_{uuid.uuid4().hex[:12]}"
     sep = "&" if "?" in PG_DSN else "?"
@@ -50,7 +50,7 @@ def worker(url: str, out: str, threads: int, lease_ms: int, sleep_s: float, expe
     from bunq import JobState, Worker, connect
 
     backend = connect(url)
-    log = open(out, "a", buffering=1)  # noqa: SIM115 - line-buffered for the killer
+    log = open(out, "a", buffering=1)  # line-buffered for the killer
     lock = threading.Lock()
 
     def handler(job: Any) -> None:
@@ -71,7 +71,7 @@ def worker(url: str, out: str, threads: int, lease_ms: int, sleep_s: float, expe
         try:
             if backend.counts("mp")[JobState.COMPLETED] >= expect:
                 break
-        except Exception as exc:  # noqa: BLE001 - keep polling through faults
+        except Exception as exc:  # keep polling through faults
             print("counts failed:", exc, file=sys.stderr)
     for w in workers:
         w.close()

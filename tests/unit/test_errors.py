@@ -15,7 +15,7 @@ def test_every_error_has_a_unique_stable_code() -> None:
 def test_a_subclass_without_its_own_code_is_refused_at_import() -> None:
     with pytest.raises(TypeError, match="duplicate error code"):
 
-        class Oops(e.ConfigError):  # noqa: F841 - inherits "config"
+        class Oops(e.ConfigError):  # inherits "config"
             pass
 
 

@@ -278,7 +278,7 @@ class SQSBackend(Receiver, DlqOps, Refusals):
         for queue, items in cached.items():
             try:
                 self._give_back(self.api.info(queue), [m for m, _, _ in items])
-            except Exception as exc:  # noqa: BLE001 - closing must not raise; SQS redelivers
+            except Exception as exc:  # closing must not raise; SQS redelivers
                 log.warning("%s: could not give back %d messages: %s", queue, len(items), exc)
         close = getattr(self.api.client, "close", None)
         if callable(close):

@@ -52,7 +52,7 @@ INVALID = frozenset({
 INFO_TTL_S = 300.0  # queue attributes (size limit, redrive) are re-read this often
 
 
-class Stale(Exception):  # noqa: N818 - internal signal, never leaves the package
+class Stale(Exception):  # internal signal, never leaves the package
     """SQS refused a receipt handle: the lease's fence no longer matches."""
 
 

@@ -145,7 +145,7 @@ class DlqOps:
                 self.api.call("change_message_visibility_batch", dlq.name, QueueUrl=dlq.url,
                               Entries=[{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0}
                                        for i, h in enumerate(chunk)])  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - they reappear after PEEK_S anyway
+            except Exception as exc:  # they reappear after PEEK_S anyway
                 log.warning("%s: could not release %d peeked messages: %s", dlq.name,
                             len(chunk), exc)  # fmt: skip
 

@@ -15,7 +15,7 @@ def _reachable() -> None:
         import psycopg
 
         psycopg.connect(PG_DSN, connect_timeout=3).close()
-    except Exception as exc:  # noqa: BLE001 - any failure means no server
+    except Exception as exc:  # any failure means no server
         missing("postgres", f"cannot reach {PG_DSN}: {exc}")
 
 
