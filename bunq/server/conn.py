@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from ..errors import AuthError, BunqError, ProtocolError, ValidationError
 from ..protocol import (
@@ -45,11 +45,8 @@ from ..protocol import (
     error_reply,
     js_safe,
 )
-from .context import Handler, Session
+from .context import Handler, ServerContext, Session
 from .metrics import LONG_POLLS
-
-if TYPE_CHECKING:
-    from .app import Server
 
 log = logging.getLogger("bunq.server")
 
@@ -64,10 +61,26 @@ def _req_id(value: object) -> Any:
     return value if isinstance(value, _ECHO) else None
 
 
+class Host(Protocol):
+    """What a connection needs from the server that accepted it (:class:`.app.Server`)."""
+
+    @property
+    def ctx(self) -> ServerContext: ...
+    @property
+    def commands(self) -> Mapping[str, Handler]: ...
+    @property
+    def read_buffer(self) -> memoryview: ...
+    @property
+    def stopping(self) -> bool: ...
+    def admit(self, conn: Connection) -> bool: ...
+    def authenticated(self, conn: Connection) -> None: ...
+    def release(self, conn: Connection) -> bool: ...
+
+
 class Connection(asyncio.BufferedProtocol):
     """Serve one client; replies go out in request-completion order, tagged by reqId."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.ctx = server.ctx
         self.config = cfg = server.ctx.config

@@ -20,15 +20,28 @@ import asyncio
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sized
+from typing import Any, Protocol
 
 from .commands.monitor import metrics_text, totals
+from .context import ServerConfig, ServerContext
 from .metrics import OPENMETRICS, TEXT
 
-if TYPE_CHECKING:
-    from .app import Server
-
 log = logging.getLogger("bunq.server")
+
+
+class Host(Protocol):
+    """What the HTTP side reads of the server it serves (:class:`.app.Server`)."""
+
+    @property
+    def ctx(self) -> ServerContext: ...
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def conns(self) -> Sized: ...
+    @property
+    def stopping(self) -> bool: ...
+
 
 MAX_HEAD = 8192
 MAX_CONNECTIONS = 256  # HTTP requests served at once; more are closed on accept
@@ -75,7 +88,7 @@ def _bearer(head: bytes) -> str | None:
     return None
 
 
-async def _stats(server: Server) -> bytes:
+async def _stats(server: Host) -> bytes:
     ctx = server.ctx
 
     async def render() -> bytes:
@@ -93,7 +106,7 @@ async def _stats(server: Server) -> bytes:
     return await ctx.scrapes.get("stats", render)
 
 
-async def _route(server: Server, method: str, path: str, head: bytes) -> bytes:
+async def _route(server: Host, method: str, path: str, head: bytes) -> bytes:
     ctx = server.ctx
     if method == "HEAD":  # the answer GET would give, without its body
         full = await _route(server, "GET", path, head)
@@ -124,9 +137,7 @@ async def _route(server: Server, method: str, path: str, head: bytes) -> bytes:
     return _response(200, await metrics_text(ctx, om), OPENMETRICS if om else TEXT)
 
 
-async def _handle(
-    server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
+async def _handle(server: Host, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
         parts = head.split(b"\r\n", 1)[0].decode("latin-1").split()
@@ -148,7 +159,7 @@ async def _handle(
         writer.close()
 
 
-async def start_http(server: Server, host: str, port: int) -> asyncio.Server:
+async def start_http(server: Host, host: str, port: int) -> asyncio.Server:
     """Listen for HTTP on (host, port); return the asyncio server."""
 
     open_ = 0

@@ -68,6 +68,17 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset(
     }
 )
 
+# Module-level cycles (any import counts, ``TYPE_CHECKING`` ones too) allowed by edge.
+KNOWN_MODULE_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the SQL mixins annotate with store.Tx while store composes them; issue 14 item 4
+        # (branch k-compose) turns them into collaborators: delete these when that lands.
+        ("bunq.backends.sql.admin", "bunq.backends.sql.store"),
+        ("bunq.backends.sql.groups", "bunq.backends.sql.store"),
+        ("bunq.backends.sql.sweep", "bunq.backends.sql.store"),
+    }
+)
+
 Graph = Mapping[str, set[str]]
 
 
@@ -197,6 +208,21 @@ def test_no_cycle_between_packages() -> None:
     assert package_cycle(GRAPH) == []
 
 
+def module_cycle(graph: Graph, allowed: frozenset[tuple[str, str]]) -> list[str]:
+    """The modules of one import cycle, or [] when there is none."""
+    edges = {src: {dst for dst in dsts if (src, dst) not in allowed} for src, dsts in graph.items()}
+    try:
+        graphlib.TopologicalSorter(edges).prepare()
+    except graphlib.CycleError as cycle:
+        return sorted(set(cycle.args[1]))
+    return []
+
+
+def test_no_cycle_between_modules_not_even_for_type_checking() -> None:
+    # a cycle that exists only for an annotation is solved by a Protocol below
+    assert module_cycle(GRAPH, KNOWN_MODULE_CYCLE_EDGES) == []
+
+
 def test_core_imports_nothing_from_the_rest_of_bunq() -> None:
     outside = {
         f"{src} -> {dst}"
@@ -210,7 +236,7 @@ def test_core_imports_nothing_from_the_rest_of_bunq() -> None:
 
 def test_known_exceptions_still_exist() -> None:
     # a stale exception would hide a new edge of the same name
-    for src, dst in KNOWN_EXCEPTIONS:
+    for src, dst in KNOWN_EXCEPTIONS | KNOWN_MODULE_CYCLE_EDGES:
         assert dst in GRAPH.get(src, set()), f"delete the exception {src} -> {dst}"
 
 
@@ -273,6 +299,12 @@ def test_a_cycle_between_packages_is_caught() -> None:
     assert package_cycle(graph) == ["bunq.engine", "bunq.server"]
     graph["bunq.engine.shard"] = set()
     assert package_cycle(graph) == []
+
+
+def test_a_cycle_between_modules_is_caught() -> None:
+    graph = synthetic_graph(SYNTHETIC)
+    assert module_cycle(graph, frozenset()) == ["bunq.engine.shard", "bunq.server.app"]
+    assert module_cycle(graph, frozenset({("bunq.server.app", "bunq.engine.shard")})) == []
 
 
 def test_a_module_outside_every_layer_is_refused() -> None:
