@@ -23,7 +23,7 @@ from ...errors import BackendError, DependencyError, DuplicateJob, ValidationErr
 from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ...validate import duration, lease_args, storable, store_bounds
-from ..base import ALL_CAPABILITIES, Clock, SweepResult
+from ..base import ALL_CAPABILITIES, Capability, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from .admin import RedisAdmin
 from .clock import ServerClock
@@ -78,7 +78,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     """
 
     kind = "redis"
-    capabilities = ALL_CAPABILITIES
+    capabilities = ALL_CAPABILITIES - {Capability.JOB_OPS}  # per-job operations: not yet
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, clock: Clock | None = None,
                  max_payload: int = 1 << 20, max_stalls: int = DEFAULT_MAX_STALLS,

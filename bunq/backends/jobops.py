@@ -1,0 +1,93 @@
+"""Per-job operations: the part of the Backend contract behind ``Capability.JOB_OPS``.
+
+A backend that declares :attr:`~bunq.backends.base.Capability.JOB_OPS`
+implements every method of :class:`JobOps`; :class:`~bunq.queue.Queue` checks
+the capability first, so a backend without it (SQS) refuses with
+:class:`~bunq.errors.UnsupportedError`. The semantics are bunqueue's, the same
+on every backend (``tests/contract/test_jobops.py``):
+
+==========================  =========================================================
+operation                   accepted states -> result
+==========================  =========================================================
+``remove_job``              any but active -> gone (False when there is no such job)
+``retry_job``               failed (DLQ) or completed -> waiting, attempts and stalls 0
+``promote_job``             delayed -> waiting, due now
+``promote_jobs``            up to ``count`` delayed jobs of a queue, earliest first
+``change_priority``         waiting, delayed, waiting-children
+``change_delay``            waiting or delayed -> due ``delay`` ms from now
+``update_data``             waiting, delayed, active, waiting-children
+``discard_job``             waiting, delayed or active -> failed (DLQ) at once, reason
+                            ``explicit_fail``; an active job's lease goes stale
+``clear_logs``              any state: keep the newest ``keep`` lines
+``dedup_job_id``            the job holding a unique (deduplication) key, or None
+``remove_dedup_key``        release a unique key whoever holds it
+==========================  =========================================================
+
+A job in another state raises :class:`~bunq.errors.JobStateError` naming the
+state and the operation; a missing job raises
+:class:`~bunq.errors.JobNotFound` (``remove_job`` answers False instead).
+Each operation touches one job (or ``count`` index entries): no scans.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .. import validate as v
+from ..errors import JobStateError
+from ..job import JobId, JobState
+
+REMOVABLE = frozenset(
+    (JobState.WAITING, JobState.DELAYED, JobState.COMPLETED, JobState.FAILED,
+     JobState.WAITING_CHILDREN)
+)  # fmt: skip
+RETRYABLE = frozenset((JobState.FAILED, JobState.COMPLETED))
+PENDING = frozenset((JobState.WAITING, JobState.DELAYED))
+REPRIORITISABLE = frozenset((JobState.WAITING, JobState.DELAYED, JobState.WAITING_CHILDREN))
+UPDATABLE = frozenset((JobState.WAITING, JobState.DELAYED, JobState.ACTIVE,
+                       JobState.WAITING_CHILDREN))  # fmt: skip
+DISCARDABLE = frozenset((JobState.WAITING, JobState.DELAYED, JobState.ACTIVE))
+DISCARDED = "discarded"  # the error recorded on a discarded job
+MAX_PROMOTE = 10_000  # jobs one promote_jobs call moves at most
+
+
+class JobOps(Protocol):
+    """The per-job operations (see the module docstring for their semantics)."""
+
+    def remove_job(self, job_id: JobId) -> bool: ...
+    def retry_job(self, job_id: JobId) -> None: ...
+    def promote_job(self, job_id: JobId) -> None: ...
+    def promote_jobs(self, queue: str, count: int) -> int: ...
+    def change_priority(self, job_id: JobId, priority: int) -> None: ...
+    def change_delay(self, job_id: JobId, delay: int) -> None: ...
+    def update_data(self, job_id: JobId, data: Any) -> None: ...
+    def discard_job(self, job_id: JobId) -> None: ...
+    def clear_logs(self, job_id: JobId, keep: int = 0) -> None: ...
+    def dedup_job_id(self, queue: str, key: str) -> JobId | None: ...
+    def remove_dedup_key(self, queue: str, key: str) -> bool: ...
+
+
+def expect(job_id: JobId, state: JobState, allowed: frozenset[JobState], operation: str) -> None:
+    """Raise JobStateError unless ``state`` is one of ``allowed``."""
+    if state not in allowed:
+        raise JobStateError(job_id, state.value, operation)
+
+
+def check_priority(priority: object) -> int:
+    return v.integer(priority, "priority", v.MIN_PRIORITY, v.MAX_PRIORITY)
+
+
+def check_delay(delay: object) -> int:
+    return v.duration(delay, "delay")
+
+
+def check_count(count: object) -> int:
+    return v.integer(count, "count", 0, MAX_PROMOTE)
+
+
+def check_keep(keep: object) -> int:
+    return v.integer(keep, "keep", 0, 1 << 31)
+
+
+def check_key(key: object) -> str:
+    return v.text(key, "key", v.MAX_KEY_BYTES)
