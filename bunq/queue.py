@@ -10,8 +10,18 @@ from . import validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
 from .errors import ConfigError, JobNotFound, ValidationError
-from .job import DlqEntry, FailureReason, Job, JobId, JobOptions, JobState, Lease, NewJob, Settle
-from .job import new_job_id
+from .job import (
+    DlqEntry,
+    FailureReason,
+    Job,
+    JobId,
+    JobOptions,
+    JobState,
+    Lease,
+    NewJob,
+    Settle,
+    new_job_id,
+)
 from .policy import FailDecision
 
 

@@ -219,4 +219,3 @@ def remove_dedup_key(core: Core, queue: str, key: str) -> bool:
         held = (queue, key) in shard.unique
         shard.del_unique((queue, key))
     return held
-

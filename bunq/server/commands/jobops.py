@@ -206,7 +206,7 @@ async def clear_logs(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> 
 
 
 @command("GetJobByCustomId")
-async def get_by_custom_id(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+async def by_custom_id(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``{customId}`` -> ``{job}``: a custom id is the job's id in bunq."""
     custom = _id(msg, "customId")
     job = await ctx.run(ctx.backend.get_job, custom)
@@ -243,6 +243,6 @@ def _remove_job_key(backend: Backend, job_id: str) -> bool:
 
 
 @command("RemoveJobDeduplicationKey")
-async def remove_job_dedup(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+async def job_dedup(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``{id}`` -> ``{data: {removed}}``: release the key the job holds, if it still does."""
     return {"data": {"removed": await ctx.run(_remove_job_key, ctx.backend, _id(msg))}}
