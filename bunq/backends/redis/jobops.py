@@ -98,7 +98,7 @@ def clear_logs(self: Any, job_id: JobId, keep: int = 0) -> None:
 
 def dedup_job_id(self: Any, queue: str, key: str) -> JobId | None:
     holder = _queue_call(self, queue, "uq_get", check_key(key))
-    return None if holder is None else holder.decode()  # type: ignore[no-any-return]
+    return None if holder is None else str(holder.decode())
 
 
 def remove_dedup_key(self: Any, queue: str, key: str) -> bool:
