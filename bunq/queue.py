@@ -240,6 +240,10 @@ class Queue:
         """Drop a job's log lines but the newest ``keep``."""
         self._ops().clear_logs(job_id, keep)
 
+    def counts_per_priority(self) -> dict[int, int]:
+        """Count waiting and delayed jobs per priority (reads the queue's pending jobs)."""
+        return dict(self._ops().counts_per_priority(self.name))
+
     def get_deduplication_job_id(self, key: str) -> JobId | None:
         """Return the id of the job holding unique key ``key``, or None."""
         return self._ops().dedup_job_id(self.name, key)  # type: ignore[no-any-return]

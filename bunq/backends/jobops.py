@@ -19,6 +19,8 @@ operation                   accepted states -> result
 ``discard_job``             waiting, delayed or active -> failed (DLQ) at once, reason
                             ``explicit_fail``; an active job's lease goes stale
 ``clear_logs``              any state: keep the newest ``keep`` lines
+``counts_per_priority``     waiting and delayed jobs of a queue per priority (a report:
+                            it reads the queue's pending jobs, as bunqueue does)
 ``dedup_job_id``            the job holding a unique (deduplication) key, or None
 ``remove_dedup_key``        release a unique key whoever holds it
 ==========================  =========================================================
@@ -26,7 +28,8 @@ operation                   accepted states -> result
 A job in another state raises :class:`~bunq.errors.JobStateError` naming the
 state and the operation; a missing job raises
 :class:`~bunq.errors.JobNotFound` (``remove_job`` answers False instead).
-Each operation touches one job (or ``count`` index entries): no scans.
+Each operation touches one job (or ``count`` index entries); only
+``counts_per_priority`` reads a queue's pending jobs.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ class JobOps(Protocol):
     def update_data(self, job_id: JobId, data: Any) -> None: ...
     def discard_job(self, job_id: JobId) -> None: ...
     def clear_logs(self, job_id: JobId, keep: int = 0) -> None: ...
+    def counts_per_priority(self, queue: str) -> dict[int, int]: ...
     def dedup_job_id(self, queue: str, key: str) -> JobId | None: ...
     def remove_dedup_key(self, queue: str, key: str) -> bool: ...
 

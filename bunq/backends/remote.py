@@ -318,6 +318,7 @@ class RemoteBackend:
     update_data = remote_jobops.update_data
     discard_job = remote_jobops.discard_job
     clear_logs = remote_jobops.clear_logs
+    counts_per_priority = remote_jobops.counts_per_priority
     dedup_job_id = remote_jobops.dedup_job_id
     remove_dedup_key = remote_jobops.remove_dedup_key
 

@@ -56,6 +56,11 @@ def clear_logs(self: Any, job_id: JobId, keep: int = 0) -> None:
     self._call("ClearLogs", True, id=job_id, keepLogs=check_keep(keep))
 
 
+def counts_per_priority(self: Any, queue: str) -> dict[int, int]:
+    counts = self._read("GetCountsPerPriority", queue=_qn(queue))["counts"]
+    return {int(p): int(n) for p, n in counts.items()}
+
+
 def dedup_job_id(self: Any, queue: str, key: str) -> JobId | None:
     reply = self._read("GetDeduplicationJobId", queue=_qn(queue), deduplicationId=check_key(key))
     job_id = reply["data"]["jobId"]

@@ -94,6 +94,7 @@ class Engine(Core):
     update_data = jobops.update_data
     discard_job = jobops.discard_job
     clear_logs = jobops.clear_logs
+    counts_per_priority = jobops.counts_per_priority
     dedup_job_id = jobops.dedup_job_id
     remove_dedup_key = jobops.remove_dedup_key
 

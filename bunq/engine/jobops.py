@@ -197,6 +197,19 @@ def clear_logs(core: Core, job_id: JobId, keep: int = 0) -> None:
     _on(core, job_id, op)
 
 
+def counts_per_priority(core: Core, queue: str) -> dict[int, int]:
+    """Count the waiting and delayed jobs of ``queue`` per priority (reads the shard's jobs)."""
+    shard = core.route(queue)
+    out: dict[int, int] = {}
+    with shard.lock:
+        if queue not in shard.queues:
+            return out
+        for rec in shard.jobs.values():
+            if rec.queue == queue and rec.state is WAITING:
+                out[rec.priority] = out.get(rec.priority, 0) + 1
+    return out
+
+
 def dedup_job_id(core: Core, queue: str, key: str) -> JobId | None:
     """Return the id of the job holding unique key ``key`` of ``queue``, or None."""
     key = check_key(key)

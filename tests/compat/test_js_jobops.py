@@ -12,6 +12,7 @@ def test_js_client_promote_change_priority_retry_completed(compat_server: Any) -
     assert (out["delayed"], out["promoted"]) == ("delayed", "waiting")
     assert out["promotedMany"] == 1 and out["later2"] == "waiting"
     assert out["parked"] == "delayed" and out["gone"] is None
+    assert out["perPriority"] == {"0": 4, "5": 1, "10": 1}
     # the reprioritised job runs first, then priority 5, then the rest in admission order
     assert out["order"] == ["low", "high", "later", "later2", "edited"], out["order"]
     assert out["editedData"] == 50

@@ -224,3 +224,14 @@ def test_move_to_delayed_and_back_to_wait_keep_the_attempt(backend: Any, clock: 
     assert lease.attempt == 1
     assert q.move_to_wait(lease) is Settle.OK
     assert lease1(backend).attempt == 1
+
+
+@requires(C.JOB_OPS, C.PRIORITY)
+def test_counts_per_priority(backend: Any) -> None:
+    q = queue(backend)
+    for prio, delay in ((0, 0), (0, 60_000), (5, 0), (-3, 0), (2**31 - 1, 0), (5, 60_000)):
+        add(backend, priority=prio, delay=delay)
+    add(backend, queue="other", priority=5)
+    lease1(backend)  # the top priority job: active, no longer counted
+    assert q.counts_per_priority() == {0: 2, 5: 2, -3: 1}
+    assert Queue("empty", backend).counts_per_priority() == {}

@@ -51,6 +51,11 @@ def _queue_call(self: Any, queue: str, op: str, arg: Any) -> Any:
                                  [self._now(), op, "", arg])[0]  # fmt: skip
 
 
+def _queue_call_all(self: Any, queue: str, op: str) -> Any:
+    with translated(op):
+        return SCRIPTS.jobop.run(self._r, [self.keys.queue(_qn(queue))], [self._now(), op, ""])
+
+
 def remove_job(self: Any, job_id: JobId) -> bool:
     try:
         _op(self, job_id, "remove")
@@ -103,3 +108,8 @@ def dedup_job_id(self: Any, queue: str, key: str) -> JobId | None:
 
 def remove_dedup_key(self: Any, queue: str, key: str) -> bool:
     return bool(_queue_call(self, queue, "uq_del", check_key(key)))
+
+
+def counts_per_priority(self: Any, queue: str) -> dict[int, int]:
+    flat = _queue_call_all(self, queue, "by_priority")
+    return {int(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}

@@ -66,6 +66,11 @@ STATEMENTS = {
         "DELETE FROM {logs} WHERE job_id = :id AND n <= (SELECT COALESCE(MAX(n), 0)"
         " FROM {logs} WHERE job_id = :id) - :keep"
     ),
+    # An index range of jobs_queue (queue, 'waiting', priority): the queue's pending jobs.
+    "op_by_priority": (
+        "SELECT priority, COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " GROUP BY priority"
+    ),
     "op_uniq_delete": "DELETE FROM {uniq} WHERE queue = :queue AND key = :key RETURNING key",
 }
 
@@ -164,6 +169,12 @@ def clear_logs(self: Any, job_id: JobId, keep: int = 0) -> None:
     every = frozenset(JobState)
     _one(self, job_id, every, "clear the logs of",
          lambda tx, *_: tx.q("op_clear_logs", id=job_id, keep=keep))  # fmt: skip
+
+
+def counts_per_priority(self: Any, queue: str) -> dict[int, int]:
+    _qn(queue)
+    with self._read() as tx:
+        return {int(p): int(n) for p, n in tx.q("op_by_priority", queue=queue)}
 
 
 def dedup_job_id(self: Any, queue: str, key: str) -> JobId | None:

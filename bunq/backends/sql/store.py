@@ -85,6 +85,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
     update_data = jobops.update_data
     discard_job = jobops.discard_job
     clear_logs = jobops.clear_logs
+    counts_per_priority = jobops.counts_per_priority
     dedup_job_id = jobops.dedup_job_id
     remove_dedup_key = jobops.remove_dedup_key
 

@@ -2,7 +2,7 @@
 
 ``Cancel`` (remove a job that is not active), ``Update``, ``ChangePriority``,
 ``ChangeDelay``, ``Promote``, ``PromoteJobs``, ``Discard``, ``RetryCompleted``,
-``MoveToDelayed``, ``MoveToWait``, ``ClearLogs``, ``GetJobByCustomId``,
+``MoveToDelayed``, ``MoveToWait``, ``ClearLogs``, ``GetJobByCustomId``, ``GetCountsPerPriority``,
 ``GetDeduplicationJobId``, ``RemoveDeduplicationKey``,
 ``RemoveJobDeduplicationKey``, and bunq's ``BqRetryJob`` (a failed or
 completed job back to waiting: what :meth:`bunq.Queue.retry` sends). Each maps
@@ -213,6 +213,14 @@ async def by_custom_id(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -
     if job is None:
         raise JobNotFound(f"Job not found: {custom}", job_id=custom)
     return Prepared(job=job_to_wire(job, job.state.value, with_result=True))
+
+
+@command("GetCountsPerPriority")
+async def per_priority(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{queue}`` -> ``{queue, counts: {"<priority>": n}}`` over waiting and delayed jobs."""
+    queue = queue_of(msg)
+    counts = await ctx.run(_ops(ctx.backend).counts_per_priority, queue)
+    return {"queue": queue, "counts": {str(p): n for p, n in sorted(counts.items())}}
 
 
 def _dedup_key(msg: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ await q.updateJobData(edited.id, { n: 50 });
 const parked = await q.add('parked', { n: 6 });
 await q.changeJobDelay(parked.id, 60000);
 out.parked = await q.getJobState(parked.id);
+out.perPriority = await q.getCountsPerPriorityAsync();
 const gone = await q.add('gone', { n: 7 });
 await q.removeAsync(gone.id);
 out.gone = await q.getJob(gone.id);

@@ -2,7 +2,8 @@
 -- Returns {1, state} done | {0} no such job | {-1, state} the job's state refuses op.
 -- op: remove | retry | promote | priority (arg p, arg2 options) | delay (arg ms) |
 -- data (arg blob) | discard | clear_logs (arg keep). promote_many (arg count) returns
--- {n}; uq_get / uq_del (arg key) return {job id or false} / {0 or 1}.
+-- {n}; uq_get / uq_del (arg key) return {job id or false} / {0 or 1}; by_priority returns
+-- {p1, n1, p2, n2, ...} over waiting and delayed jobs.
 local now, op, id, arg = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local k = JOB .. id
 
@@ -21,6 +22,28 @@ if op == 'promote_many' then
   end
   wake(n)
   return {n}
+elseif op == 'by_priority' then
+  local counts = {}
+  -- Ready lanes order by a 10-digit priority head: one range count per distinct priority.
+  local function lane(z)
+    local m = redis.call('ZRANGEBYLEX', z, '-', '+', 'LIMIT', 0, 1)[1]
+    while m do
+      local head = tonumber(string.sub(m, 1, 10))
+      local nxt = string.format('%010d', head + 1)
+      local p = 2147483648 - head
+      counts[p] = (counts[p] or 0) + redis.call('ZLEXCOUNT', z, '[' .. string.sub(m, 1, 10), '(' .. nxt)
+      m = redis.call('ZRANGEBYLEX', z, '[' .. nxt, '+', 'LIMIT', 0, 1)[1]
+    end
+  end
+  lane(WAIT)
+  for _, g in ipairs(redis.call('LRANGE', GROT, 0, -1)) do lane(T .. ':g:' .. g) end
+  for _, jid in ipairs(redis.call('ZRANGE', DELAYED, 0, -1)) do
+    local p = tonumber(redis.call('HGET', JOB .. jid, 'p'))
+    counts[p] = (counts[p] or 0) + 1
+  end
+  local flat = {}
+  for p, n in pairs(counts) do flat[#flat + 1] = p; flat[#flat + 1] = n end
+  return flat
 elseif op == 'uq_get' then
   local holder = redis.call('HGET', UQ, 'k:' .. arg)
   local until_ = tonumber(redis.call('HGET', UQ, 't:' .. arg) or '')
