@@ -51,6 +51,20 @@ def test_move_to_delayed_and_move_to_wait(server: Any) -> None:
     c.close()
 
 
+def test_move_to_waiting_children_answers_not_moved(server: Any) -> None:
+    c = Raw(server.port)
+    job_id = push(c)
+    waiting = c.call({"cmd": "MoveToWaitingChildren", "id": job_id})
+    assert waiting["ok"] is False and waiting["error"] == "Job is not active"
+    pulled = c.call({"cmd": "PULL", "queue": "q", "owner": "w"})
+    wrong = c.call({"cmd": "MoveToWaitingChildren", "id": job_id, "token": "garbage"})
+    assert wrong["code"] == "lease_lost"
+    active = c.call({"cmd": "MoveToWaitingChildren", "id": job_id, "token": pulled["token"]})
+    assert active["code"] == "job_state" and "no pending dependencies" in active["error"]
+    assert state(c, job_id) == "active"
+    c.close()
+
+
 def test_retry_completed_by_id_count_and_queue(server: Any) -> None:
     c = Raw(server.port)
     ids = [push(c) for _ in range(3)]

@@ -197,6 +197,21 @@ async def move_to_wait(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -
                         f"Cannot move job from state '{state.value}' to waiting")  # fmt: skip
 
 
+@command("MoveToWaitingChildren")
+async def to_children(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{id, token?}``: bunqueue moves an active job with unfinished children to
+    waiting-children, and answers "not moved" when it has none. In bunq a job's
+    dependencies are fixed when it is added and an active job's are all done, so
+    the answer is always "not moved" (after the token is checked)."""
+    job_id = _id(msg)
+    state = await _state(ctx, job_id)
+    if state is JobState.ACTIVE:
+        await ctx.resolve(job_id, msg.get("token"))
+    raise JobStateError(job_id, state.value, "move to waiting-children",
+                        "Job has no pending dependencies (bunq fixes them when a job is added)"
+                        if state is JobState.ACTIVE else "Job is not active")  # fmt: skip
+
+
 @command("ClearLogs")
 async def clear_logs(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``{id, keepLogs?}``: drop a job's log lines but the newest ``keepLogs``."""
