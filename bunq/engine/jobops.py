@@ -89,6 +89,12 @@ def retry_job(core: Core, job_id: JobId) -> None:
     _on(core, job_id, op)
 
 
+def _rewrite(rec: Rec) -> None:
+    """Have the write-behind store rewrite the whole row (its data or options changed):
+    a saved row is otherwise updated in its mutable fields only."""
+    rec.saved = False
+
+
 def _requeue(shard: Shard, rec: Rec, now: int, **changes: Any) -> None:
     """Take a waiting/delayed ``rec`` out, apply ``changes``, put it back."""
     q = shard.queues[rec.queue]
@@ -133,6 +139,7 @@ def change_priority(core: Core, job_id: JobId, priority: int) -> None:
     def op(shard: Shard, rec: Rec, now: int) -> None:
         expect(job_id, _state(rec, now), REPRIORITISABLE, "change the priority of")
         opts = check_options(replace(rec.opts, priority=priority))
+        _rewrite(rec)
         if rec.state is CHILDREN:
             rec.priority, rec.opts = priority, opts
             shard.touch(rec)
@@ -160,6 +167,7 @@ def update_data(core: Core, job_id: JobId, data: Any) -> None:
     def op(shard: Shard, rec: Rec, now: int) -> None:
         expect(job_id, _state(rec, now), UPDATABLE, "update")
         rec.data = blob
+        _rewrite(rec)
         shard.touch(rec)
 
     _on(core, job_id, op)
