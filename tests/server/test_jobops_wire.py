@@ -117,3 +117,19 @@ def test_bad_fields_are_typed_errors(server: Any) -> None:
     refused = c.call({"cmd": "Promote", "id": job_id})
     assert refused["code"] == "job_state" and "waiting" in refused["error"]
     c.close()
+
+
+def test_cancel_publishes_removed(server: Any) -> None:
+    from server.test_events import events_until_reply, subscriber
+
+    sub = subscriber(server.port, "q")
+    c = Raw(server.port)
+    job_id = push(c, delay=60_000)
+    assert c.call({"cmd": "Cancel", "id": job_id})["ok"] is True
+    events = events_until_reply(sub)
+    assert [(e["eventType"], e["jobId"]) for e in events] == [
+        ("pushed", job_id), ("delayed", job_id), ("removed", job_id)
+    ]  # fmt: skip
+    assert events[2]["prev"] == "delayed"
+    c.close()
+    sub.close()

@@ -58,10 +58,15 @@ async def _apply(ctx: ServerContext, name: str, job_id: str, *args: Any) -> dict
 
 @command("Cancel")
 async def cancel(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{id}``: remove a job that is not active (bunqueue's Queue.remove)."""
+    """``{id}``: remove a job that is not active (bunqueue's Queue.remove); a ``removed``
+    event names the state it left."""
     job_id = _id(msg)
-    if not await ctx.run(_ops(ctx.backend).remove_job, job_id):
+    ops = _ops(ctx.backend)
+    job = await ctx.run(ctx.backend.get_job, job_id) if ctx.events.active else None
+    if not await ctx.run(ops.remove_job, job_id):
         raise JobNotFound(f"Job not found or cannot be cancelled: {job_id}", job_id=job_id)
+    if job is not None:
+        ctx.events.removed(job.queue, (job_id,), job.state.value)
     return {}
 
 
