@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCH = str(ROOT / "bench")  # bench/redis.py would shadow the redis package
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != BENCH]
 sys.path.insert(0, str(ROOT))
 
 from bunq.backends import connect  # noqa: E402
