@@ -32,7 +32,7 @@ from ..errors import JobNotFound
 from ..job import Attempt, FailureReason, JobId, JobState, check_options
 from .core import Core, encode
 from .dlq import revive
-from .record import ACTIVE, CHILDREN, FAILED, WAITING, Rec
+from .record import ACTIVE, FAILED, WAITING, Rec
 from .shard import Shard
 
 _MISSING = object()
@@ -139,12 +139,13 @@ def change_priority(core: Core, job_id: JobId, priority: int) -> None:
     def op(shard: Shard, rec: Rec, now: int) -> None:
         expect(job_id, _state(rec, now), REPRIORITISABLE, "change the priority of")
         opts = check_options(replace(rec.opts, priority=priority))
+        lanes = shard.queues[rec.queue].lanes
+        ready = rec.state is WAITING and lanes.discard(rec)  # delayed: the heap is by time
+        rec.priority, rec.opts = priority, opts
+        if ready:  # back into its lane with its entry number: its place among equals
+            lanes.push(rec, rec.eseq)
         _rewrite(rec)
-        if rec.state is CHILDREN:
-            rec.priority, rec.opts = priority, opts
-            shard.touch(rec)
-        else:
-            _requeue(shard, rec, now, priority=priority, opts=opts)
+        shard.touch(rec)
 
     _on(core, job_id, op)
 

@@ -235,3 +235,12 @@ def test_counts_per_priority(backend: Any) -> None:
     lease1(backend)  # the top priority job: active, no longer counted
     assert q.counts_per_priority() == {0: 2, 5: 2, -3: 1}
     assert Queue("empty", backend).counts_per_priority() == {}
+
+
+@requires(C.JOB_OPS, C.PRIORITY)
+def test_a_reprioritised_job_keeps_its_place_among_equals(backend: Any) -> None:
+    q = queue(backend)
+    a, b, c, d = (add(backend, name=n, priority=p) for n, p in (("a", 1), ("b", 5), ("c", 1),
+                                                                 ("d", 5)))  # fmt: skip
+    q.change_priority(c.id, 5)
+    assert [lease1(backend).id for _ in range(4)] == [b.id, c.id, d.id, a.id]
