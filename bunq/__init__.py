@@ -19,6 +19,7 @@ from .errors import (
     DependencyError,
     DuplicateJob,
     JobNotFound,
+    JobStateError,
     LeaseLost,
     PayloadTooLarge,
     Retry,
@@ -38,7 +39,8 @@ __all__ = [
     "Backend", "BackendError", "BackendUnavailable", "Backoff", "BunqError", "Capability",
     "ConfigError", "DelayedError", "DependencyError", "DlqConfig", "DlqEntry", "DuplicateJob",
     "FailureReason", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
-    "JobOptions", "JobState", "Lease", "LeaseLost", "PayloadTooLarge", "Queue", "QueueLimits",
+    "JobOptions", "JobState", "JobStateError", "Lease", "LeaseLost", "PayloadTooLarge", "Queue",
+    "QueueLimits",
     "Retry", "Schedule", "Scheduler", "Settle", "TickResult", "UnrecoverableError",
     "UnsupportedError", "ValidationError", "Worker", "connect", "tick", "__version__",
 ]  # fmt: skip

@@ -97,6 +97,18 @@ class DuplicateJob(BunqError):
     code = "duplicate_job"
 
 
+class JobStateError(BunqError):
+    """The job is not in a state the operation accepts; ``data`` names the job, its state
+    and the operation (removing an active job, promoting one that is not delayed...)."""
+
+    code = "job_state"
+
+    def __init__(self, job_id: str = "", state: str = "", operation: str = "",
+                 message: str = "") -> None:  # fmt: skip
+        msg = message or f"cannot {operation} job {job_id!r}: it is {state}"
+        super().__init__(msg, job_id=job_id, state=state, operation=operation)
+
+
 class DependencyError(BunqError, ValueError):
     """A flow or dependency list is invalid (cycle, unknown dependency)."""
 

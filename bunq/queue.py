@@ -6,10 +6,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
+from . import validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
 from .errors import ConfigError, JobNotFound, ValidationError
-from .job import DlqEntry, Job, JobId, JobOptions, JobState, NewJob, new_job_id
+from .job import (
+    DlqEntry,
+    FailureReason,
+    Job,
+    JobId,
+    JobOptions,
+    JobState,
+    Lease,
+    NewJob,
+    Settle,
+    new_job_id,
+)
+from .policy import FailDecision
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -185,6 +198,76 @@ class Queue:
 
     def get_logs(self, job_id: JobId) -> list[str]:
         return self.backend.get_logs(job_id)
+
+    # -- per-job operations (Capability.JOB_OPS; semantics in bunq.backends.jobops) ---------
+    def _ops(self) -> Any:
+        require(self.backend, Capability.JOB_OPS)
+        return self.backend
+
+    def remove(self, job_id: JobId) -> bool:
+        """Remove a job in any state but active; return False when there is none."""
+        return bool(self._ops().remove_job(job_id))
+
+    def retry(self, job_id: JobId) -> None:
+        """Run a failed (dead-lettered) or completed job again, with fresh attempts."""
+        self._ops().retry_job(job_id)
+
+    def promote(self, job_id: JobId) -> None:
+        """Make a delayed job due now."""
+        self._ops().promote_job(job_id)
+
+    def promote_jobs(self, count: int = 1000) -> int:
+        """Make up to ``count`` delayed jobs of this queue due now; return how many."""
+        return int(self._ops().promote_jobs(self.name, count))
+
+    def change_priority(self, job_id: JobId, priority: int) -> None:
+        """Reprioritise a waiting, delayed or waiting-children job."""
+        self._ops().change_priority(job_id, priority)
+
+    def change_delay(self, job_id: JobId, delay: int) -> None:
+        """Make a waiting or delayed job due ``delay`` ms from now."""
+        self._ops().change_delay(job_id, delay)
+
+    def update(self, job_id: JobId, data: Any) -> None:
+        """Replace the data of a job that has not finished."""
+        self._ops().update_data(job_id, data)
+
+    def discard(self, job_id: JobId) -> None:
+        """Send a waiting, delayed or active job to the DLQ now (bunqueue's Discard)."""
+        self._ops().discard_job(job_id)
+
+    def clear_logs(self, job_id: JobId, keep: int = 0) -> None:
+        """Drop a job's log lines but the newest ``keep``."""
+        self._ops().clear_logs(job_id, keep)
+
+    def counts_per_priority(self) -> dict[int, int]:
+        """Count waiting and delayed jobs per priority (reads the queue's pending jobs)."""
+        return dict(self._ops().counts_per_priority(self.name))
+
+    def get_deduplication_job_id(self, key: str) -> JobId | None:
+        """Return the id of the job holding unique key ``key``, or None."""
+        return self._ops().dedup_job_id(self.name, key)  # type: ignore[no-any-return]
+
+    def remove_deduplication_key(self, key: str) -> bool:
+        """Release unique key ``key`` (a new job may take it); return whether it was held."""
+        return bool(self._ops().remove_dedup_key(self.name, key))
+
+    def get_job_by_custom_id(self, custom_id: str) -> Job | None:
+        """Return the job added with ``job_id=custom_id`` (custom ids are job ids)."""
+        job = self.backend.get_job(custom_id)
+        return job if job is not None and job.queue == self.name else None
+
+    def move_to_delayed(self, lease: Lease, delay: int) -> Settle:
+        """Give a leased job back, due ``delay`` ms from now, without spending its attempt."""
+        run_at = self.backend.clock() + validate.duration(delay, "delay")
+        return self.backend.fail(lease, None, FailDecision("delay", run_at, _MOVED))
+
+    def move_to_wait(self, lease: Lease) -> Settle:
+        """Give a leased job back to waiting now, without spending its attempt."""
+        return self.backend.fail(lease, None, FailDecision("delay", self.backend.clock(), _MOVED))
+
+
+_MOVED = FailureReason.UNKNOWN  # reason recorded on a job given back by a move
 
 
 def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:

@@ -31,6 +31,7 @@ from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..validate import page
 from ..wire_shapes import dlq_from_bq, job_from_bq, options_to_wire
+from . import remote_jobops
 from .base import Capability, Clock, DlqConfig, QueueLimits, SweepResult
 from .urls import redact
 
@@ -306,6 +307,20 @@ class RemoteBackend:
     def get_logs(self, job_id: JobId) -> list[str]:
         logs = self._read("GetLogs", id=job_id)["data"]["logs"]
         return [entry["message"] for entry in logs]
+
+    # -- per-job operations (remote_jobops: bunqueue's commands) ------------------------
+    remove_job = remote_jobops.remove_job
+    retry_job = remote_jobops.retry_job
+    promote_job = remote_jobops.promote_job
+    promote_jobs = remote_jobops.promote_jobs
+    change_priority = remote_jobops.change_priority
+    change_delay = remote_jobops.change_delay
+    update_data = remote_jobops.update_data
+    discard_job = remote_jobops.discard_job
+    clear_logs = remote_jobops.clear_logs
+    counts_per_priority = remote_jobops.counts_per_priority
+    dedup_job_id = remote_jobops.dedup_job_id
+    remove_dedup_key = remote_jobops.remove_dedup_key
 
     # -- dead-letter queue -------------------------------------------------------------
     def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:

@@ -14,6 +14,7 @@ module          operations
 ``dlq``         dlq_list, dlq_retry, dlq_purge, dlq_size, dlq_remove, dlq_config
 ``query``       get_job, get_jobs, counts, queues, children results, progress, logs
 ``control``     pause, resume, drain, clean, obliterate, limits, kv records
+``jobops``      remove_job, retry_job, promote, priority, delay, data, discard...
 ==============  ===========================================================
 
 The engine implements the :class:`~bunq.backends.base.Backend` contract;
@@ -27,7 +28,7 @@ from typing import Any
 
 from ..job import now_ms
 from ..values import SweepResult
-from . import ack, control, dlq, pull, push, query
+from . import ack, control, dlq, jobops, pull, push, query
 from . import sweep as sweeps
 from .config import EngineConfig
 from .core import Core
@@ -83,6 +84,19 @@ class Engine(Core):
     dlq_size = dlq.dlq_size
     dlq_remove = dlq.dlq_remove
     dlq_config = dlq.dlq_config
+
+    remove_job = jobops.remove_job
+    retry_job = jobops.retry_job
+    promote_job = jobops.promote_job
+    promote_jobs = jobops.promote_jobs
+    change_priority = jobops.change_priority
+    change_delay = jobops.change_delay
+    update_data = jobops.update_data
+    discard_job = jobops.discard_job
+    clear_logs = jobops.clear_logs
+    counts_per_priority = jobops.counts_per_priority
+    dedup_job_id = jobops.dedup_job_id
+    remove_dedup_key = jobops.remove_dedup_key
 
     def sweep(self) -> SweepResult:
         """Recover expired leases at once, expire TTLs, run DLQ maintenance and cleanup."""

@@ -46,20 +46,21 @@ class Lanes:
     def push(self, rec: Rec, eseq: int) -> None:
         """Make ``rec`` ready with entry number ``eseq``.
 
-        Entry numbers only grow, so each heap's own push counter orders its
-        entries exactly as ``eseq`` would; ``eseq`` is kept on the record to
-        compare the heads of different lanes.
+        The heaps order equal priorities by ``eseq`` itself (it only grows, so a
+        new entry goes last), which lets a reprioritised job go back to its place
+        with its old number; ``eseq`` is kept on the record to compare the heads
+        of different lanes.
         """
         rec.eseq = eseq
         group = rec.group
         if group is None:
-            self.ready.push(rec.id, rec.priority, rec.lifo)
+            self.ready.push(rec.id, rec.priority, rec.lifo, eseq)
             return
         lane = self.groups.get(group)
         if lane is None:
             lane = self.groups[group] = IndexedHeap()
             self.rotation.append(group)
-        lane.push(rec.id, rec.priority, rec.lifo)
+        lane.push(rec.id, rec.priority, rec.lifo, eseq)
 
     def discard(self, rec: Rec) -> bool:
         """Remove ``rec`` from its lane; return whether it was there."""

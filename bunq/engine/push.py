@@ -135,7 +135,7 @@ def _insert(shard: Shard, job: NewJob, blob: bytes, now: int) -> Job:
         shard.to_waiting(q, rec, now)
     else:
         rec.eseq = shard.eseq = shard.eseq + 1
-        q.lanes.ready.push(jid, o.priority, o.lifo)
+        q.lanes.ready.push(jid, o.priority, o.lifo, rec.eseq)
         q.n_waiting += 1
         q.version += 1
         if q.nwait:
@@ -176,7 +176,7 @@ def _insert_many(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: 
             else:
                 shard.eseq += 1
                 rec.eseq = shard.eseq
-                push(jid, o.priority, o.lifo)
+                push(jid, o.priority, o.lifo, rec.eseq)
                 ready_now += 1
                 if dirty is not None:
                     dirty[jid] = rec

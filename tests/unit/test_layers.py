@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.settings",
             "bunq.logs",
             "bunq.filekind",
+            "bunq.jobrules",
         ),
     ),
     ("core", ("bunq._core",)),
@@ -76,6 +77,7 @@ KNOWN_MODULE_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
         ("bunq.backends.sql.admin", "bunq.backends.sql.store"),
         ("bunq.backends.sql.groups", "bunq.backends.sql.store"),
         ("bunq.backends.sql.sweep", "bunq.backends.sql.store"),
+        ("bunq.backends.sql.jobops", "bunq.backends.sql.store"),
     }
 )
 

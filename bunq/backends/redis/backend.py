@@ -25,6 +25,7 @@ from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ...validate import duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock, SweepResult
 from ..base import check_queue_name as _qn
+from . import jobops
 from .admin import RedisAdmin
 from .clock import ServerClock
 from .config import RedisConfig
@@ -79,6 +80,20 @@ class RedisBackend(RemoteDeps, RedisAdmin):
 
     kind = "redis"
     capabilities = ALL_CAPABILITIES
+
+    # per-job operations (.jobops: one jobop.lua call each)
+    remove_job = jobops.remove_job
+    retry_job = jobops.retry_job
+    promote_job = jobops.promote_job
+    promote_jobs = jobops.promote_jobs
+    change_priority = jobops.change_priority
+    change_delay = jobops.change_delay
+    update_data = jobops.update_data
+    discard_job = jobops.discard_job
+    clear_logs = jobops.clear_logs
+    counts_per_priority = jobops.counts_per_priority
+    dedup_job_id = jobops.dedup_job_id
+    remove_dedup_key = jobops.remove_dedup_key
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, clock: Clock | None = None,
                  max_payload: int = 1 << 20, max_stalls: int = DEFAULT_MAX_STALLS,

@@ -18,7 +18,7 @@ _WITH_PROMOTE = {"lease", "list", "remove"}
 _GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag, without common.lua
 NAMES = ("add", "lease", "complete", "fail", "extend", "sweep_read", "sweep_apply", "house",
          "counts", "list", "read", "remove", "dlq_retry", "jobdata", "link", "xrelease",
-         "kv_put", "index_put")  # fmt: skip
+         "kv_put", "index_put", "jobop")  # fmt: skip
 
 
 def _source(name: str) -> str:
@@ -79,6 +79,7 @@ class Scripts:
     xrelease: Script
     kv_put: Script
     index_put: Script
+    jobop: Script
 
 
 SCRIPTS = Scripts()

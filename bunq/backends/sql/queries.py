@@ -581,7 +581,9 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
-    stmts = {**Q, **PG_ONLY} if dialect.name == "postgres" else Q
+    from .jobops import STATEMENTS as JOB_OPS  # per-job operations, in their own module
+
+    stmts = {**Q, **JOB_OPS, **PG_ONLY} if dialect.name == "postgres" else {**Q, **JOB_OPS}
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
     triggers = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE
     for i, ddl in enumerate(DDL + triggers):

@@ -31,6 +31,7 @@ from ...queueconfig import QueueLimits, from_stored
 from ...validate import duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock
 from ..base import check_queue_name as _qn
+from . import jobops
 from .admin import SqlAdmin
 from .groupcommit import GroupCommit
 from .groups import SqlGroups
@@ -73,6 +74,20 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         self._seq = 0
         self._batch_cache: dict[tuple[str, int], str] = {}
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
+
+    # -- per-job operations (.jobops: one keyed statement each) ---------------------------
+    remove_job = jobops.remove_job
+    retry_job = jobops.retry_job
+    promote_job = jobops.promote_job
+    promote_jobs = jobops.promote_jobs
+    change_priority = jobops.change_priority
+    change_delay = jobops.change_delay
+    update_data = jobops.update_data
+    discard_job = jobops.discard_job
+    clear_logs = jobops.clear_logs
+    counts_per_priority = jobops.counts_per_priority
+    dedup_job_id = jobops.dedup_job_id
+    remove_dedup_key = jobops.remove_dedup_key
 
     # -- provided by the dialect backends ------------------------------------------
     dialect: Dialect

@@ -1,7 +1,7 @@
 """The command table: wire command name -> async handler.
 
 Handlers live in one module per area (produce, consume, query, control, cron,
-monitor, ``wait``, and ``bq`` for bunq's own extensions); each registers itself with
+monitor, ``wait``, ``jobops``, and ``bq`` for bunq's own extensions); each registers itself with
 :func:`command`. A handler returns the reply fields; the connection adds
 ``ok`` and ``reqId``, and turns a raised :class:`~bunq.errors.BunqError`
 into ``{ok: false, error, code}``.
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from ..context import Handler
 
 COMMANDS: dict[str, Handler] = {}
-AREAS = ("produce", "consume", "query", "control", "cron", "monitor", "bq", "wait")
+AREAS = ("produce", "consume", "query", "control", "cron", "monitor", "bq", "wait", "jobops")
 
 
 def command(*names: str) -> Callable[[Handler], Handler]:

@@ -105,7 +105,26 @@ def workload(be: Any, clock: Any) -> None:
     be.dlq_purge("q")
     be.drain("other")
     be.kv_put("ns", "k", b"v", create=True)
+    jobops(be)
     be.obliterate("q", force=True)
+
+
+def jobops(be: Any) -> None:
+    """Every per-job operation (jobop.lua), each in its job's queue slot."""
+    w, d = add(be, "ops", data=1, unique_key="k"), add(be, "ops", data=2, delay=60_000)
+    be.change_priority(w.id, 4)
+    be.update_data(w.id, 3)
+    be.change_delay(w.id, 10)
+    be.promote_job(w.id)
+    be.promote_jobs("ops", 5)
+    be.counts_per_priority("ops")
+    be.dedup_job_id("ops", "k")
+    be.remove_dedup_key("ops", "k")
+    be.add_log(w.id, "x")
+    be.clear_logs(w.id, 0)
+    be.discard_job(w.id)
+    be.retry_job(w.id)
+    be.remove_job(d.id)
 
 
 def test_every_script_call_touches_one_slot(own_redis: Any, clock: Any) -> None:
