@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -62,6 +63,7 @@ class Link:
     :param token: sent in ``Auth`` first on every new connection.
     :param timeout: default seconds to wait for a reply.
     :param ping_interval: seconds of silence before a Ping (and before giving up on it).
+    :param tls: speak TLS with this client context (``bunqs://``).
     """
 
     def __init__(
@@ -74,8 +76,10 @@ class Link:
         connect_timeout: float = 5.0,
         ping_interval: float = 10.0,
         max_frame: int = DEFAULT_MAX_FRAME,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host, self.port, self.token = host, port, token
+        self.tls = tls
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.ping_interval = ping_interval
@@ -168,6 +172,8 @@ class Link:
     def _open(self) -> _Conn:
         try:
             sock = socket.create_connection((self.host, self.port), self.connect_timeout)
+            if self.tls is not None:  # handshake within connect_timeout too
+                sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except OSError as exc:
             raise BackendUnavailable(
                 f"cannot reach bunq server {self.host}:{self.port}: {exc}"

@@ -20,6 +20,13 @@ async def list_dlq(req: Request) -> dict[str, Any]:
     return {"entries": got["entries"], "total": total["data"]["stats"]["total"]}
 
 
+@route("GET", "/queues/{queue}/dlq/stats", "How many jobs the DLQ holds", "dlq",
+       reply=obj(("total",), total=INT))  # fmt: skip
+async def stats(req: Request) -> dict[str, Any]:
+    got = await call(req, "GetDlqStats", {"queue": req.params["queue"]})
+    return {"total": got["data"]["stats"]["total"]}
+
+
 @route("POST", "/queues/{queue}/dlq/retry",
        "Back to waiting with fresh attempts: one (jobId) or all", "dlq",
        body=obj(jobId=STR), reply=COUNT)  # fmt: skip

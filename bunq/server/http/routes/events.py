@@ -1,8 +1,8 @@
 """``GET /events``: Server-Sent Events of job transitions, plus a ``stats`` tick.
 
 Each job event of :mod:`bunq.server.events` (the frames TCP subscribers get)
-is sent as ``event: job`` with the event as JSON data; ``?queue=`` keeps one
-queue's events, without it every queue's come. Every ``interval`` seconds
+is sent as ``event: job`` with the event as JSON data; ``/events/queues/{queue}``
+keeps one queue's events (bunqueue's path). Every ``interval`` seconds
 (default 1) an ``event: stats`` carries the server's running totals
 (``pushed``, ``pulled``, ``completed``, ``failed``): a dashboard draws
 throughput from their differences at no cost to the backend. A client that
@@ -20,7 +20,7 @@ from typing import Any
 from ....protocol import FrameDecoder
 from ...fields import as_str
 from ..router import route
-from ..schemas import INT, STR
+from ..schemas import INT
 from ..transport import Request, Response
 
 SSE = "text/event-stream"
@@ -49,10 +49,16 @@ def _sse(kind: str, data: Any) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, default=str)}\n\n".encode()
 
 
-@route("GET", "/events", "Server-Sent Events: job transitions (event: job) and totals "
-       "(event: stats)", "events", query={"queue": STR, "interval": INT}, raw=SSE)  # fmt: skip
+@route("GET", "/events/queues/{queue}", "Server-Sent Events of one queue's jobs (and totals)",
+       "events", query={"interval": INT}, raw=SSE)  # fmt: skip
+async def queue_events(req: Request) -> Response:
+    return await events(req)
+
+
+@route("GET", "/events", "Server-Sent Events: every job transition (event: job) and the "
+       "server's totals (event: stats)", "events", query={"interval": INT}, raw=SSE)  # fmt: skip
 async def events(req: Request) -> Response:
-    queue = req.query.get("queue")
+    queue = req.params.get("queue")
     if queue is not None:
         queue = as_str(queue, "queue", 256)
     interval = min(max(float(req.query.get("interval") or 1), 0.2), 5.0)

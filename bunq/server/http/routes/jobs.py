@@ -63,7 +63,7 @@ def _page(backend: Backend, queue: str, state: JobState, pos: int, limit: int) -
     return [job_to_wire(j, shown, with_result=True) for j in jobs[:limit]], len(jobs) > limit
 
 
-@route("GET", "/queues/{queue}/jobs", "Jobs of one state, a page at a time", "jobs",
+@route("GET", "/queues/{queue}/jobs/list", "Jobs of one state, a page at a time", "jobs",
        query={"state": STATE, "limit": INT, "cursor": STR},
        reply=obj(("jobs", "next"), jobs=array(JOB), next=NULLABLE_STR))  # fmt: skip
 async def list_jobs(req: Request) -> dict[str, Any]:
@@ -86,6 +86,12 @@ async def search(req: Request) -> dict[str, Any]:
         return {"jobs": [(await call(req, "GetJob", {"id": q}))["job"]]}
     except JobNotFound:
         return {"jobs": []}
+
+
+@route("GET", "/jobs/custom/{id}", "A job by its custom id (the id it was added with)",
+       "jobs", reply=obj(("job",), job=JOB))  # fmt: skip
+async def get_by_custom_id(req: Request) -> dict[str, Any]:
+    return await call(req, "GetJob", {"id": req.params["id"]})
 
 
 @route("GET", "/jobs/{id}", "A job with its state, result, error and attempt history", "jobs",

@@ -34,6 +34,12 @@ async def ready(req: Request) -> dict[str, Any] | Response:
     return {"ready": True}
 
 
+@route("GET", "/ping", "Is the API there (with a valid token)", "ops",
+       reply=obj(("pong",), pong=NUM))  # fmt: skip
+async def ping(req: Request) -> dict[str, Any]:
+    return {"pong": time.time() * 1000}
+
+
 def _scrape_allowed(req: Request) -> bool:
     """/metrics and /stats: open when ``http_auth`` is off (the rest of the API is not)."""
     cfg = req.server.config

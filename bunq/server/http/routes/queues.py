@@ -8,7 +8,7 @@ from ....backends.base import Backend
 from ...commands.monitor import MAX_QUEUES_IN_STATS
 from ...wire import counts_to_wire
 from ..router import body_of, call, query_int, route
-from ..schemas import BOOL, COUNT, COUNTS, EMPTY, INT, LIMITS, NULLABLE_INT, QUEUE, STATE, STR
+from ..schemas import BOOL, COUNT, COUNTS, EMPTY, INT, LIMITS, QUEUE, STATE, STR
 from ..schemas import array, obj
 from ..transport import Request
 
@@ -52,6 +52,12 @@ async def get_queue(req: Request) -> dict[str, Any]:
     row = await ctx.run(_one, ctx.backend, req.params["queue"])
     limits = await call(req, "GetQueueLimits", {"queue": req.params["queue"]})
     return {"queue": row, "limits": limits["data"]}
+
+
+@route("GET", "/queues/{queue}/paused", "Whether the queue is paused", "queues",
+       reply=obj(("paused",), paused=BOOL))  # fmt: skip
+async def paused(req: Request) -> dict[str, Any]:
+    return await call(req, "IsPaused", {"queue": req.params["queue"]})
 
 
 @route("GET", "/queues/{queue}/counts", "Jobs per state", "queues",
@@ -100,21 +106,35 @@ async def get_limits(req: Request) -> dict[str, Any]:
     return {"limits": got["data"]}
 
 
-@route("PUT", "/queues/{queue}/limits",
-       "Set limits: a field given sets it, null clears it, absent leaves it", "queues",
-       body=obj(rateLimit=NULLABLE_INT, rateDuration=INT, concurrency=NULLABLE_INT),
+@route("PUT", "/queues/{queue}/rate-limit", "Set the queue's rate limit", "queues",
+       body=obj(("limit",), limit=INT, duration=INT),
        reply=obj(("limits",), limits=LIMITS))  # fmt: skip
-async def set_limits(req: Request) -> dict[str, Any]:
-    b, q = body_of(req), req.params["queue"]
-    if "rateLimit" in b:
-        if b["rateLimit"] is None:
-            await call(req, "RateLimitClear", {"queue": q})
-        else:
-            msg = {"limit": b["rateLimit"], "duration": b.get("rateDuration")}
-            await call(req, "RateLimit", {"queue": q, **msg})
-    if "concurrency" in b:
-        if b["concurrency"] is None:
-            await call(req, "ClearConcurrency", {"queue": q})
-        else:
-            await call(req, "SetConcurrency", {"queue": q, "limit": b["concurrency"]})
+async def set_rate_limit(req: Request) -> dict[str, Any]:
+    b = body_of(req)
+    msg = {"limit": b.get("limit"), "duration": b.get("duration")}
+    await call(req, "RateLimit", {**msg, "queue": req.params["queue"]})
+    return await get_limits(req)
+
+
+@route("DELETE", "/queues/{queue}/rate-limit", "Clear the queue's rate limit", "queues",
+       reply=obj(("limits",), limits=LIMITS))  # fmt: skip
+async def clear_rate_limit(req: Request) -> dict[str, Any]:
+    await call(req, "RateLimitClear", {"queue": req.params["queue"]})
+    return await get_limits(req)
+
+
+@route("PUT", "/queues/{queue}/concurrency", "Set the queue's concurrency limit", "queues",
+       body=obj(concurrency=INT, limit=INT),
+       reply=obj(("limits",), limits=LIMITS))  # fmt: skip
+async def set_concurrency(req: Request) -> dict[str, Any]:
+    b = body_of(req)
+    limit = b["concurrency"] if b.get("concurrency") is not None else b.get("limit")
+    await call(req, "SetConcurrency", {"limit": limit, "queue": req.params["queue"]})
+    return await get_limits(req)
+
+
+@route("DELETE", "/queues/{queue}/concurrency", "Clear the queue's concurrency limit",
+       "queues", reply=obj(("limits",), limits=LIMITS))  # fmt: skip
+async def clear_concurrency(req: Request) -> dict[str, Any]:
+    await call(req, "ClearConcurrency", {"queue": req.params["queue"]})
     return await get_limits(req)
