@@ -77,10 +77,11 @@ check_dist() {
     stree=$(tar -tzf "$sdist")  # listed once: `tar | grep -q` would die of SIGPIPE under pipefail
     wtree=$(zip_names "$wheel")
     for f in LICENSE CHANGELOG.md Makefile template.yaml bunq/_core/heap.pyx bunq/_core/heap.pxd \
-             handlers/aws_lambda.py; do
+             handlers/aws_lambda.py bunq/server/dashboard/index.html bunq/server/dashboard/app.js; do
         grep -q "/$f$" <<<"$stree" || die "the sdist lacks $f"
     done
-    for f in 'bunq/py.typed' 'bunq/_core/heap.pyi' 'bunq/_core/heap\..*\.so' 'licenses/LICENSE'; do
+    for f in 'bunq/py.typed' 'bunq/_core/heap.pyi' 'bunq/_core/heap\..*\.so' 'licenses/LICENSE' \
+             'bunq/server/dashboard/index.html' 'bunq/server/dashboard/app.js' 'bunq/server/dashboard/style.css'; do
         grep -Eq "$f" <<<"$wtree" || die "the wheel lacks $f"
     done
     # (the .pyx stay in the wheel: Cython's tracebacks show their lines)
