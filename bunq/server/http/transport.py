@@ -168,6 +168,8 @@ async def start_http(
             ssl.SSLError,
         ):  # asyncio.TimeoutError: the builtin one only from 3.11
             pass
+        except asyncio.CancelledError:  # the server stops (an SSE stream was open): just close
+            writer.transport.abort()
         except Exception:  # noqa: BLE001 - the HTTP side must never take the server down
             log.exception("http request failed")
         finally:

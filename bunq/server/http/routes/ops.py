@@ -65,7 +65,7 @@ STATS = obj(
     totals=COUNTS,
     connections=INT,
     leases=INT,
-    commands=obj(),
+    commands=INT,
     backend=STR,
     uptime=NUM,
 )
