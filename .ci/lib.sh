@@ -69,6 +69,13 @@ missing_extra_check() {
     echo "ok: missing extra -> exit 3: $out"
 }
 
+# install_chromium: Debian's chromium for the dashboard's browser tests (no browser download).
+install_chromium() {
+    command -v chromium >/dev/null && return 0
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+        || die "cannot install chromium (tests/browser needs it)"
+}
+
 # check_dist DIR: the sdist carries the sources and files a build needs; the wheel carries
 # the compiled core, the stubs and py.typed, and no tests.
 check_dist() {
