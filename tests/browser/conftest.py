@@ -65,7 +65,7 @@ class Dashboard:
     def shot(self, name: str) -> None:
         self.page.wait_for_timeout(300)  # let a chart draw its next point
         path = self.shots / f"dashboard-{name}.png"
-        self.page.screenshot(path=str(path))
+        self.page.screenshot(path=str(path), full_page=True)
         if os.environ.get("BUNQ_DOCS_SCREENSHOTS") and self.token is None:
             DOCS_IMG.mkdir(exist_ok=True)
             shutil.copy(path, DOCS_IMG / path.name)
