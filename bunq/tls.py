@@ -13,8 +13,10 @@ import ssl
 from .errors import ConfigError
 
 
-def server_context(cert: str, key: str | None = None, client_ca: str | None = None) -> ssl.SSLContext:
-    """A server-side context for ``cert``/``key`` (PEM files); ``client_ca``: require client certs."""
+def server_context(
+    cert: str, key: str | None = None, client_ca: str | None = None
+) -> ssl.SSLContext:
+    """A server context for ``cert``/``key`` (PEM); ``client_ca``: require client certificates."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:

@@ -135,9 +135,7 @@ class RemoteBackend:
         ping_interval: float = 10.0,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.link = Link(
-            host, port, token, timeout=timeout, ping_interval=ping_interval, tls=tls
-        )
+        self.link = Link(host, port, token, timeout=timeout, ping_interval=ping_interval, tls=tls)
         self._clock = clock
         self._adds = _Adds(self.link)
         self._offset: int | None = None

@@ -67,7 +67,11 @@ class Server:
         loop = asyncio.get_running_loop()
         cfg = self.config
         self._tcp = await loop.create_server(
-            lambda: Connection(self), cfg.host, cfg.port, reuse_address=True, backlog=1024,
+            lambda: Connection(self),
+            cfg.host,
+            cfg.port,
+            reuse_address=True,
+            backlog=1024,
             ssl=cfg.tls,
         )
         self.port = self._tcp.sockets[0].getsockname()[1]

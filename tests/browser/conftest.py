@@ -57,7 +57,9 @@ class Dashboard:
 
     def open(self, hash_: str = "") -> None:
         self.page.goto(f"{self.base}/#{hash_}" if hash_ else f"{self.base}/")
-        if self.token is not None and not self.page.evaluate("sessionStorage.getItem('bunq-token')"):
+        if self.token is not None and not self.page.evaluate(
+            "sessionStorage.getItem('bunq-token')"
+        ):
             self.page.wait_for_selector("#login[open]")
             self.page.fill("#token-input", self.token)
             self.page.click("#token-save")

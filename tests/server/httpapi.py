@@ -14,8 +14,13 @@ class Api:
     def __init__(self, port: int, token: str | None = None, tls: ssl.SSLContext | None = None):
         self.port, self.token, self.tls = port, token, tls
 
-    def raw(self, method: str, path: str, body: bytes | None = None,
-            headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+    def raw(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         if self.tls is None:
             conn: http.client.HTTPConnection = http.client.HTTPConnection(
                 "127.0.0.1", self.port, timeout=10

@@ -128,7 +128,9 @@ def _fail_all(served: Any, queue: str) -> None:
 
 
 def test_dlq_list_retry_one_and_purge(api: Api, served: Any) -> None:
-    ids = [api.ok("POST", "/queues/d/jobs", {"name": "x", "maxAttempts": 1})["id"] for _ in range(3)]
+    ids = [
+        api.ok("POST", "/queues/d/jobs", {"name": "x", "maxAttempts": 1})["id"] for _ in range(3)
+    ]
     _fail_all(served, "d")
     listed = api.ok("GET", "/queues/d/dlq")
     assert listed["total"] == 3 and {e["job"]["id"] for e in listed["entries"]} == set(ids)
@@ -212,7 +214,9 @@ def test_cors_is_off_by_default_and_opt_in(served: Any) -> None:
         api = Api(srv.server.http_port or 0)
         _, headers, _ = api.raw("GET", "/queues", headers={"Origin": "https://ops.example"})
         assert headers["access-control-allow-origin"] == "https://ops.example"
-        status, headers, _ = api.raw("OPTIONS", "/queues", headers={"Origin": "https://ops.example"})
+        status, headers, _ = api.raw(
+            "OPTIONS", "/queues", headers={"Origin": "https://ops.example"}
+        )
         assert status == 204 and "Authorization" in headers["access-control-allow-headers"]
         _, headers, _ = api.raw("GET", "/queues", headers={"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in headers

@@ -119,7 +119,9 @@ def test_every_route_answers_as_documented(api: Api, served: Any) -> None:
     doc = json.loads(api.raw("GET", "/openapi.json")[2])
     job = api.ok("POST", "/queues/c/jobs", {"name": "x"})["id"]
     api.ok("POST", "/queues/c/jobs", {"name": "x", "jobId": "custom-1"})
-    dead = [api.ok("POST", "/queues/d/jobs", {"name": "x", "maxAttempts": 1})["id"] for _ in range(2)]
+    dead = [
+        api.ok("POST", "/queues/d/jobs", {"name": "x", "maxAttempts": 1})["id"] for _ in range(2)
+    ]
 
     def boom(j: Any) -> None:
         raise RuntimeError("boom")
@@ -131,7 +133,9 @@ def test_every_route_answers_as_documented(api: Api, served: Any) -> None:
         path, body = EXAMPLES[(method, template)]
         path = path.format(job=job, dead=dead[0]).replace("{dead}", dead[1])
         if isinstance(body, dict):
-            body = {k: (v.format(dead=dead[0]) if isinstance(v, str) else v) for k, v in body.items()}
+            body = {
+                k: (v.format(dead=dead[0]) if isinstance(v, str) else v) for k, v in body.items()
+            }
         op = doc["paths"][template][method.lower()]
         if body is not None:
             schema = op["requestBody"]["content"]["application/json"]["schema"]
@@ -147,8 +151,11 @@ def test_every_route_answers_as_documented(api: Api, served: Any) -> None:
         assert headers["content-type"].split(";")[0] == media.split(";")[0], (method, path)
         if media == "application/json":
             jsonschema.validate(json.loads(raw), _resolve(content["schema"], doc))
-        if template.startswith("/jobs/{id}") and method not in ("GET", "POST") or template in (
-            "/jobs/{id}/retry", "/jobs/{id}/promote", "/jobs/{id}/cancel", "/jobs/{id}/discard"
+        if (
+            template.startswith("/jobs/{id}")
+            and method not in ("GET", "POST")
+            or template
+            in ("/jobs/{id}/retry", "/jobs/{id}/promote", "/jobs/{id}/cancel", "/jobs/{id}/discard")
         ):  # issue 15's operations: 501 until the backend has them (or its own refusal)
             assert status in (200, 400, 404, 409, 501), (method, path, raw)
         else:

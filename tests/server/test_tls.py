@@ -48,7 +48,9 @@ def tls_server(served: Any, pki: dict[str, str]) -> Iterator[BackgroundServer]:
         yield srv
 
 
-def test_bunqs_client_adds_and_reads_over_tls(tls_server: BackgroundServer, pki: dict[str, str]) -> None:
+def test_bunqs_client_adds_and_reads_over_tls(
+    tls_server: BackgroundServer, pki: dict[str, str]
+) -> None:
     remote = connect(f"bunqs://127.0.0.1:{tls_server.port}?ca={pki['ca']}&timeout=5")
     try:
         job = Queue("tls", remote).add("x", {"secret": 1})
@@ -62,7 +64,9 @@ def test_bunqs_client_adds_and_reads_over_tls(tls_server: BackgroundServer, pki:
         also.close()
 
 
-def test_https_api_and_plain_clients_are_refused(tls_server: BackgroundServer, pki: dict[str, str]) -> None:
+def test_https_api_and_plain_clients_are_refused(
+    tls_server: BackgroundServer, pki: dict[str, str]
+) -> None:
     https = Api(tls_server.server.http_port or 0, tls=ssl.create_default_context(cafile=pki["ca"]))
     assert https.ok("GET", "/health")["uptime"] >= 0
     with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
@@ -77,7 +81,9 @@ def test_https_api_and_plain_clients_are_refused(tls_server: BackgroundServer, p
         plain.close()
 
 
-def test_an_unknown_server_certificate_is_refused(tls_server: BackgroundServer, pki: dict[str, str]) -> None:
+def test_an_unknown_server_certificate_is_refused(
+    tls_server: BackgroundServer, pki: dict[str, str]
+) -> None:
     remote = connect(f"bunqs://127.0.0.1:{tls_server.port}?ca={pki['other-ca']}&timeout=2")
     try:
         with pytest.raises(BackendUnavailable):

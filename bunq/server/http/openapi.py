@@ -36,7 +36,10 @@ def _operation(r: Route) -> dict[str, Any]:
     if r.body is not None:
         op["requestBody"] = {"content": {"application/json": {"schema": r.body}}}
     if r.raw is not None and r.raw != "application/json":
-        ok: dict[str, Any] = {"description": "OK", "content": {r.raw: {"schema": {"type": "string"}}}}
+        ok: dict[str, Any] = {
+            "description": "OK",
+            "content": {r.raw: {"schema": {"type": "string"}}},
+        }
     else:
         reply = dict(r.reply)
         if r.raw is None:  # {ok: true, ...fields}

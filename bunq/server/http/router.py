@@ -20,7 +20,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
@@ -33,6 +33,7 @@ from .transport import Request, Response, error_response, json_response
 log = logging.getLogger("bunq.server")
 
 Handler = Callable[[Request], Awaitable["dict[str, Any] | Response"]]
+H = TypeVar("H", bound=Handler)
 
 # bunq's stable error codes -> HTTP status (anything else: 500)
 STATUS = {
@@ -97,15 +98,26 @@ def route(
     reply: dict[str, Any] | None = None,
     auth: bool = True,
     raw: str | None = None,
-) -> Callable[[Handler], Handler]:
+) -> Callable[[H], H]:
     """Register the decorated handler for ``method path``."""
 
-    def register(fn: Handler) -> Handler:
+    def register(fn: H) -> H:
         if any(r.method == method and r.path == path for r in ROUTES):
             raise RuntimeError(f"route {method} {path} registered twice")
         ROUTES.append(
-            Route(method, path, fn, summary, tag, query or {}, body,
-                  reply or {"type": "object"}, auth, raw, _split(path))  # fmt: skip
+            Route(
+                method,
+                path,
+                fn,
+                summary,
+                tag,
+                query or {},
+                body,
+                reply or {"type": "object"},
+                auth,
+                raw,
+                _split(path),
+            )  # fmt: skip
         )
         return fn
 
@@ -196,12 +208,9 @@ def body_of(req: Request) -> dict[str, Any]:
     return value
 
 
-_SESSION_FIELDS = {"authed": True, "exact_ints": True}
-
-
 async def call(req: Request, cmd: str, msg: Mapping[str, Any]) -> dict[str, Any]:
     """Run TCP command ``cmd`` with ``msg`` (its fields) and return its reply fields."""
-    session = Session(peer="http", **_SESSION_FIELDS)
+    session = Session(peer="http", authed=True, exact_ints=True)
     out = await COMMANDS[cmd](req.server.ctx, {**msg, "cmd": cmd}, session)
     return {k: _plain(v) for k, v in out.items()}
 

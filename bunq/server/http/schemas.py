@@ -46,9 +46,7 @@ JOB: Schema = obj(
     createdAt=NUM,
     timeline=array(obj()),
 )
-LIMITS: Schema = obj(
-    rateLimit=NULLABLE_INT, rateDuration=NULLABLE_INT, concurrency=NULLABLE_INT
-)
+LIMITS: Schema = obj(rateLimit=NULLABLE_INT, rateDuration=NULLABLE_INT, concurrency=NULLABLE_INT)
 QUEUE: Schema = obj(("name", "counts", "paused"), name=STR, counts=COUNTS, paused=BOOL)
 DLQ_ENTRY: Schema = obj(
     ("job", "reason"),
@@ -72,9 +70,7 @@ CRON: Schema = obj(
 )
 COUNT: Schema = obj(("count",), count=INT)
 EMPTY: Schema = obj()
-ERROR: Schema = obj(
-    ("ok", "error", "code"), ok={"const": False}, error=STR, code=STR
-)
+ERROR: Schema = obj(("ok", "error", "code"), ok={"const": False}, error=STR, code=STR)
 
 # the fields of a new job (bunqueue's PUSH options; see bunq.server.wire)
 NEW_JOB: Schema = obj(

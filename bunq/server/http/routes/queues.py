@@ -8,8 +8,7 @@ from ....backends.base import Backend
 from ...commands.monitor import MAX_QUEUES_IN_STATS
 from ...wire import counts_to_wire
 from ..router import body_of, call, query_int, route
-from ..schemas import BOOL, COUNT, COUNTS, EMPTY, INT, LIMITS, QUEUE, STATE, STR
-from ..schemas import array, obj
+from ..schemas import BOOL, COUNT, COUNTS, EMPTY, INT, LIMITS, QUEUE, STATE, STR, array, obj
 from ..transport import Request
 
 
@@ -88,7 +87,7 @@ async def drain(req: Request) -> dict[str, Any]:
        reply=obj(("count", "ids"), count=INT, ids=array(STR)))  # fmt: skip
 async def clean(req: Request) -> dict[str, Any]:
     b = body_of(req)
-    msg = {k: b[k] for k in ("grace", "limit", "state") if k in b}
+    msg: dict[str, Any] = {k: b[k] for k in ("grace", "limit", "state") if k in b}
     return await call(req, "Clean", {**msg, "queue": req.params["queue"]})
 
 
