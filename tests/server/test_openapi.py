@@ -30,6 +30,9 @@ TOKEN = "contract-token"
 # (method, path template) -> (concrete path, body); {job}, {dead} and {child} are filled in
 EXAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
     ("GET", "/health"): ("/health", None),
+    ("GET", "/healthz"): ("/healthz", None),
+    ("GET", "/live"): ("/live", None),
+    ("GET", "/prometheus"): ("/prometheus", None),
     ("GET", "/ready"): ("/ready", None),
     ("GET", "/ping"): ("/ping", None),
     ("GET", "/metrics"): ("/metrics", None),

@@ -14,10 +14,13 @@ from ..schemas import BOOL, COUNTS, INT, NUM, STR, obj
 from ..transport import Request, Response, error_response, json_response
 
 
-@route("GET", "/health", "Liveness: 200 while the process runs", "ops",
-       reply=obj(("uptime",), uptime=NUM), auth=False)  # fmt: skip
 async def health(req: Request) -> dict[str, Any]:
     return {"uptime": time.time() - req.server.ctx.started}
+
+
+for _path in ("/health", "/healthz", "/live"):  # bunqueue's names for the same probe
+    route("GET", _path, "Liveness: 200 while the process runs", "ops",
+          reply=obj(("uptime",), uptime=NUM), auth=False)(health)  # fmt: skip
 
 
 @route("GET", "/ready", "Readiness: 200 when the backend answers within 2 s", "ops",
@@ -49,14 +52,17 @@ def _scrape_allowed(req: Request) -> bool:
     return scheme.lower() == "bearer" and cfg.accepts(token.strip())
 
 
-@route("GET", "/metrics", "Prometheus text (bunq_*); OpenMetrics on Accept", "ops",
-       auth=False, raw=TEXT)  # fmt: skip
 async def metrics(req: Request) -> Response:
     if not _scrape_allowed(req):
         return error_response(401, "auth", "a token is needed: Authorization: Bearer <token>")
     om = "application/openmetrics-text" in req.header("accept").lower()
     body = await metrics_text(req.server.ctx, om)
     return Response(200, body, OPENMETRICS if om else TEXT)
+
+
+for _path in ("/metrics", "/prometheus"):
+    route("GET", _path, "Prometheus text (bunq_*); OpenMetrics on Accept", "ops",
+          auth=False, raw=TEXT)(metrics)  # fmt: skip
 
 
 STATS = obj(
