@@ -1,4 +1,4 @@
-"""bunqueue's JS client over TLS (its ``connection.tls: {caFile}``) against ``bunq serve``."""
+"""bunqueue's own clients over TLS against ``bunq serve --tls-cert``: JS and Python."""
 
 from __future__ import annotations
 
@@ -42,3 +42,22 @@ def test_js_client_over_tls(tls_server: tuple[BackgroundServer, str]) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"waiting": 1, "state": "completed", "result": 42}
+
+
+def test_python_client_over_tls(tls_server: tuple[BackgroundServer, str]) -> None:
+    """bunqueue's Python client (``tls=ssl.SSLContext``) adds and reads over TLS."""
+    import importlib.util
+    import ssl
+
+    if importlib.util.find_spec("bunqueue") is None:
+        missing("bunqueue-client (pip install bunqueue-client)")
+    import bunqueue
+
+    srv, ca = tls_server
+    q = bunqueue.Queue("compat-tls-py", host="127.0.0.1", port=srv.port,
+                       tls=ssl.create_default_context(cafile=ca))  # fmt: skip
+    try:
+        job = q.add("secret", {"n": 1})
+        assert q.get_job_counts()["waiting"] == 1 and q.get_state(job.id) == "waiting"
+    finally:
+        q.close()
