@@ -220,3 +220,16 @@ def test_cors_is_off_by_default_and_opt_in(served: Any) -> None:
         assert status == 204 and "Authorization" in headers["access-control-allow-headers"]
         _, headers, _ = api.raw("GET", "/queues", headers={"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in headers
+
+
+def test_ready_is_503_with_a_code_when_the_backend_does_not_answer(tmp_path: Any) -> None:
+    from server.remote_factory import behind
+
+    backend = behind(tmp_path, "sqlite")
+    with BackgroundServer(backend, ServerConfig(port=0, http_port=0, **QUIET)) as srv:
+        api = Api(srv.server.http_port or 0)
+        assert api.ok("GET", "/ready")["ready"] is True
+        backend.close()  # a backend that no longer answers
+        status, out = api.call("GET", "/ready")
+        assert (status, out["ready"], out["code"]) == (503, False, "backend_unavailable")
+        assert api.call("GET", "/health")[0] == 200

@@ -16,6 +16,7 @@ _ERRORS = {
     "404": "No such job or route (code job_not_found, not_found)",
     "413": "Body too large (code payload_too_large)",
     "501": "Not supported by this backend (code unsupported)",
+    "503": "The backend does not answer, or the server is stopping (code backend_unavailable)",
 }
 
 

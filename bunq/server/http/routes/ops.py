@@ -28,13 +28,17 @@ for _path in ("/health", "/healthz", "/live"):  # bunqueue's names for the same 
 async def ready(req: Request) -> dict[str, Any] | Response:
     ctx = req.server.ctx
     if req.server.stopping:
-        return json_response(503, {"ok": False, "ready": False, "reason": "stopping"})
+        return _not_ready("stopping")
     try:
         await asyncio.wait_for(ctx.run(ctx.backend.queues), 2.0)
     except Exception as exc:  # noqa: BLE001 - any failure means not ready
-        reason = f"{type(exc).__name__}: {exc}"
-        return json_response(503, {"ok": False, "ready": False, "reason": reason})
+        return _not_ready(f"{type(exc).__name__}: {exc}")
     return {"ready": True}
+
+
+def _not_ready(reason: str) -> Response:
+    body = {"ok": False, "ready": False, "error": reason, "code": "backend_unavailable"}
+    return json_response(503, body)
 
 
 @route("GET", "/ping", "Is the API there (with a valid token)", "ops",
