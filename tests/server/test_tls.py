@@ -14,6 +14,7 @@ from server.remote_factory import QUIET
 from bunq import Queue
 from bunq.backends import connect
 from bunq.errors import BackendUnavailable, ConfigError
+from bunq.job import JobState
 from bunq.server.app import BackgroundServer
 from bunq.server.context import ServerConfig
 from bunq.tls import server_context
@@ -114,3 +115,29 @@ def test_bad_tls_settings_are_config_errors(pki: dict[str, str], tmp_path: Path)
         connect(f"bunqs://127.0.0.1:1?cert={tmp_path / 'missing.pem'}")
     with pytest.raises(ConfigError):
         server_context(str(tmp_path / "missing.pem"))
+
+
+def test_many_threads_share_one_tls_link(tls_server: BackgroundServer, pki: dict[str, str]) -> None:
+    """The link's reader thread and eight writers use one TLS connection at once."""
+    import threading
+
+    remote = connect(f"bunqs://127.0.0.1:{tls_server.port}?ca={pki['ca']}&timeout=10")
+    errors: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            q = Queue("busy", remote)
+            for i in range(100):
+                q.add("x", {"i": i, "pad": "x" * 4000})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=add) for _ in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == [] and remote.counts("busy")[JobState.WAITING] == 800
+    finally:
+        remote.close()
