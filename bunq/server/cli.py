@@ -88,6 +88,8 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
                    help="the certificate's private key (if not in --tls-cert)")  # fmt: skip
     p.add_argument("--tls-client-ca", metavar="PEM", default=None,
                    help="require client certificates signed by these CAs (mutual TLS)")  # fmt: skip
+    p.add_argument("--http-max-body", type=int, default=1 << 20, metavar="BYTES",
+                   help="largest HTTP request body; more is refused with 413 (1 MiB)")  # fmt: skip
     p.add_argument("--cors", action="append", default=None, metavar="ORIGIN",
                    help="let web pages from ORIGIN call the HTTP API ('*': any); "
                    "repeatable; off by default")  # fmt: skip
@@ -122,6 +124,7 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         http_auth=args.http_auth == "on",
         tls=_tls(args),
         cors_origins=tuple(args.cors or ()),
+        http_max_body=args.http_max_body,
         threads=args.threads or (4 if str(args.backend).startswith(("postgres", "redis")) else 1),
     )
 

@@ -141,3 +141,13 @@ def test_many_threads_share_one_tls_link(tls_server: BackgroundServer, pki: dict
         assert errors == [] and remote.counts("busy")[JobState.WAITING] == 800
     finally:
         remote.close()
+
+
+def test_serve_refuses_bad_tls_flags(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for flags in (["--tls-key", "k.pem"], ["--tls-cert", str(tmp_path / "missing.pem")]):
+        done = subprocess.run([sys.executable, "-m", "bunq.server", "--port", "0", *flags],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 78 and "error" in done.stderr, (flags, done.stderr)
