@@ -233,3 +233,21 @@ def test_ready_is_503_with_a_code_when_the_backend_does_not_answer(tmp_path: Any
         status, out = api.call("GET", "/ready")
         assert (status, out["ready"], out["code"]) == (503, False, "backend_unavailable")
         assert api.call("GET", "/health")[0] == 200
+
+
+def test_consume_over_http_pull_ack_fail_heartbeat(api: Api) -> None:
+    assert api.ok("GET", "/queues/work/jobs")["job"] is None  # nothing yet: null, no wait
+    jobs = [{"name": "a", "maxAttempts": 1}, {"name": "b", "maxAttempts": 1}]
+    ids = api.ok("POST", "/queues/work/jobs/bulk", {"jobs": jobs})["ids"]
+    one = api.ok("GET", "/queues/work/jobs?timeout=1000")
+    assert one["job"]["id"] == ids[0] and one["token"]
+    status, out = api.call("POST", f"/jobs/{ids[0]}/ack", {"token": "not-it", "result": 1})
+    assert (status, out["code"]) == (409, "lease_lost")
+    api.ok("POST", f"/jobs/{ids[0]}/heartbeat", {"token": one["token"], "duration": 60_000})
+    api.ok("POST", f"/jobs/{ids[0]}/ack", {"token": one["token"], "result": {"sum": 3}})
+    assert api.ok("GET", f"/jobs/{ids[0]}/result")["result"] == {"sum": 3}
+    batch = api.ok("POST", "/queues/work/jobs/pull-batch", {"count": 5, "timeout": 0})
+    assert [j["id"] for j in batch["jobs"]] == [ids[1]]
+    api.ok("POST", f"/jobs/{ids[1]}/fail", {"token": batch["tokens"][0], "error": "nope"})
+    assert api.ok("GET", f"/jobs/{ids[1]}/state")["state"] == "failed"
+    assert api.ok("GET", "/queues/work/dlq")["entries"][0]["error"] == "nope"

@@ -27,7 +27,8 @@ spec_validator = pytest.importorskip("openapi_spec_validator")
 
 TOKEN = "contract-token"
 
-# (method, path template) -> (concrete path, body); {job}, {dead} and {child} are filled in
+# (method, path template) -> (concrete path, body); {job}, {dead}, {w0}/{t0} (a pulled job and
+# its lock token) ... are filled in by the test
 EXAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
     ("GET", "/health"): ("/health", None),
     ("GET", "/healthz"): ("/healthz", None),
@@ -72,11 +73,16 @@ EXAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
     ("POST", "/jobs/{id}/discard"): ("/jobs/{job}/discard", None),
     ("PUT", "/jobs/{id}/priority"): ("/jobs/{job}/priority", {"priority": 5}),
     ("PUT", "/jobs/{id}/delay"): ("/jobs/{job}/delay", {"delay": 1000}),
+    ("GET", "/queues/{queue}/jobs"): ("/queues/empty/jobs?timeout=0", None),
+    ("POST", "/queues/{queue}/jobs/pull-batch"): ("/queues/empty/jobs/pull-batch", {"count": 2}),
+    ("POST", "/jobs/{id}/ack"): ("/jobs/{w0}/ack", {"token": "{t0}", "result": {"r": 1}}),
+    ("POST", "/jobs/{id}/fail"): ("/jobs/{w1}/fail", {"token": "{t1}", "error": "no"}),
+    ("POST", "/jobs/{id}/heartbeat"): ("/jobs/{w2}/heartbeat", {"token": "{t2}"}),
     ("GET", "/queues/{queue}/dlq"): ("/queues/d/dlq?limit=5", None),
     ("GET", "/queues/{queue}/dlq/stats"): ("/queues/d/dlq/stats", None),
     ("POST", "/queues/{queue}/dlq/retry"): ("/queues/d/dlq/retry", {"jobId": "{dead}"}),
     ("POST", "/queues/{queue}/dlq/purge"): ("/queues/d/dlq/purge", None),
-    ("DELETE", "/queues/{queue}/dlq/{id}"): ("/queues/d/dlq/{dead}", None),
+    ("DELETE", "/queues/{queue}/dlq/{id}"): ("/queues/d/dlq/{dead2}", None),
     ("GET", "/crons"): ("/crons", None),
     ("POST", "/crons"): ("/crons", {"name": "every", "queue": "c", "repeatEvery": 60000}),
     ("GET", "/crons/{name}"): ("/crons/every", None),
@@ -85,7 +91,7 @@ EXAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
     ("GET", "/events"): ("/events", None),
     ("GET", "/events/queues/{queue}"): ("/events/queues/c", None),
     ("GET", "/"): ("/", None),
-    ("GET", "/dashboard/{file}"): ("/dashboard/app.js", None),
+    ("GET", "/ui/{file}"): ("/ui/app.js", None),
 }
 
 
@@ -130,15 +136,18 @@ def test_every_route_answers_as_documented(api: Api, served: Any) -> None:
         raise RuntimeError("boom")
 
     tick("d", boom, served, max=10)
+    names = {"job": job, "dead": dead[0], "dead2": dead[1]}
+    for i in range(3):
+        api.ok("POST", "/queues/w/jobs", {"name": "w"})
+        pulled = api.ok("GET", "/queues/w/jobs")
+        names[f"w{i}"], names[f"t{i}"] = pulled["job"]["id"], pulled["token"]
     # reads first, then writes, deletions and purges last (they remove what others read)
     order = sorted(EXAMPLES, key=lambda k: (k[0] == "DELETE", "purge" in k[1]))
     for method, template in order:
         path, body = EXAMPLES[(method, template)]
-        path = path.format(job=job, dead=dead[0]).replace("{dead}", dead[1])
+        path = path.format_map(names)
         if isinstance(body, dict):
-            body = {
-                k: (v.format(dead=dead[0]) if isinstance(v, str) else v) for k, v in body.items()
-            }
+            body = {k: (v.format_map(names) if isinstance(v, str) else v) for k, v in body.items()}
         op = doc["paths"][template][method.lower()]
         if body is not None:
             schema = op["requestBody"]["content"]["application/json"]["schema"]

@@ -40,7 +40,7 @@ async def index(req: Request) -> Response:
     return _static("index.html")
 
 
-@route("GET", "/dashboard/{file}", "The dashboard's scripts and styles", "dashboard",
+@route("GET", "/ui/{file}", "The dashboard's scripts and styles", "dashboard",
        auth=False, raw="text/javascript")  # fmt: skip
 async def static(req: Request) -> Response:
     return _static(req.params["file"])
