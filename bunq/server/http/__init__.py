@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import TYPE_CHECKING
 
 from .router import ROUTES, dispatch
 from .routes import load
+from .transport import Host
 from .transport import start_http as _start
-
-if TYPE_CHECKING:
-    from ..app import Server
 
 __all__ = ["ROUTES", "start_http"]
 
@@ -25,7 +22,7 @@ load()
 
 
 async def start_http(
-    server: Server, host: str, port: int, tls: ssl.SSLContext | None = None
+    server: Host, host: str, port: int, tls: ssl.SSLContext | None = None
 ) -> asyncio.Server:
     """Serve the HTTP API of ``server`` on (host, port); return the asyncio server."""
     return await _start(server, dispatch, host, port, tls)

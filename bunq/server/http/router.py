@@ -187,7 +187,7 @@ async def _dispatch(req: Request, cors: dict[str, str]) -> Response:
         out = await r.handler(req)
     except BunqError as exc:
         return error_response(STATUS.get(exc.code, 500), exc.code, str(exc))
-    except Exception:  # noqa: BLE001 - one bad request must not take the listener down
+    except Exception:  # one bad request must not take the listener down
         log.exception("http handler failed", extra={"route": r.path})
         return error_response(500, "bunq_error", "internal error")
     if isinstance(out, Response):

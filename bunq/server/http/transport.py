@@ -14,13 +14,12 @@ import asyncio
 import json
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sized
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote
 
-if TYPE_CHECKING:
-    from ..app import Server
+from ..context import ServerConfig, ServerContext
 
 log = logging.getLogger("bunq.server")
 
@@ -47,11 +46,24 @@ REASONS = {
 }
 
 
+class Host(Protocol):
+    """What the HTTP side reads of the server it serves (:class:`bunq.server.app.Server`)."""
+
+    @property
+    def ctx(self) -> ServerContext: ...
+    @property
+    def config(self) -> ServerConfig: ...
+    @property
+    def conns(self) -> Sized: ...
+    @property
+    def stopping(self) -> bool: ...
+
+
 @dataclass(slots=True)
 class Request:
     """One parsed request. Header names are lower case; ``params`` come from the route."""
 
-    server: Server
+    server: Host
     method: str
     path: str
     query: dict[str, str]
@@ -117,7 +129,7 @@ Dispatch = Callable[[Request], Awaitable[Response]]
 
 
 async def _serve_one(
-    server: Server, dispatch: Dispatch, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    server: Host, dispatch: Dispatch, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
     parsed = parse_head(head)
@@ -147,7 +159,7 @@ async def _serve_one(
 
 
 async def start_http(
-    server: Server, dispatch: Dispatch, host: str, port: int, tls: ssl.SSLContext | None
+    server: Host, dispatch: Dispatch, host: str, port: int, tls: ssl.SSLContext | None
 ) -> asyncio.Server:
     """Listen for HTTP (HTTPS with ``tls``) on (host, port); return the asyncio server."""
     open_ = 0
@@ -170,7 +182,7 @@ async def start_http(
             pass
         except asyncio.CancelledError:  # the server stops (an SSE stream was open): just close
             writer.transport.abort()
-        except Exception:  # noqa: BLE001 - the HTTP side must never take the server down
+        except Exception:  # the HTTP side must never take the server down
             log.exception("http request failed")
         finally:
             open_ -= 1

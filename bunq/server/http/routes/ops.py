@@ -31,7 +31,7 @@ async def ready(req: Request) -> dict[str, Any] | Response:
         return _not_ready("stopping")
     try:
         await asyncio.wait_for(ctx.run(ctx.backend.queues), 2.0)
-    except Exception as exc:  # noqa: BLE001 - any failure means not ready
+    except Exception as exc:  # any failure means not ready
         return _not_ready(f"{type(exc).__name__}: {exc}")
     return {"ready": True}
 
