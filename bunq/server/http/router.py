@@ -22,8 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import msgpack
-
+from ...codec import unpack
 from ...errors import BunqError, ValidationError
 from ...protocol import Packed
 from ..commands import COMMANDS
@@ -217,7 +216,7 @@ async def call(req: Request, cmd: str, msg: Mapping[str, Any]) -> dict[str, Any]
 
 def _plain(value: Any) -> Any:
     if type(value) is Packed:
-        return msgpack.unpackb(value, raw=False, strict_map_key=False)
+        return unpack(value)
     return value
 
 
