@@ -29,11 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bunq.backends import connect  # noqa: E402
-from bunq.job import JobOptions, NewJob, new_job_id  # noqa: E402
-from bunq.server.app import BackgroundServer  # noqa: E402
-from bunq.server.context import ServerConfig  # noqa: E402
-from bunq.server.http.routes.jobs import encode_cursor  # noqa: E402
+from bunq.backends import connect
+from bunq.job import JobOptions, NewJob, new_job_id
+from bunq.server.app import BackgroundServer
+from bunq.server.context import ServerConfig
+from bunq.server.http.routes.jobs import encode_cursor
 
 
 def _fill(backend: Any, n: int) -> str:

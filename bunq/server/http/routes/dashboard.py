@@ -29,7 +29,7 @@ def _static(name: str) -> Response:
     suffix = name[name.rfind(".") :] if "." in name else ""
     if "/" in name or name.startswith(".") or suffix not in TYPES:
         return error_response(404, "not_found", f"no file {name}")
-    file = resources.files("bunq.server").joinpath("dashboard", name)
+    file = resources.files("bunq.server") / "dashboard" / name
     if not file.is_file():
         return error_response(404, "not_found", f"no file {name}")
     return Response(200, file.read_bytes(), TYPES[suffix], dict(_HEADERS))
