@@ -69,6 +69,13 @@ missing_extra_check() {
     echo "ok: missing extra -> exit 3: $out"
 }
 
+# install_chromium: Debian's chromium for the dashboard's browser tests (no browser download).
+install_chromium() {
+    command -v chromium >/dev/null && return 0
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+        || die "cannot install chromium (tests/browser needs it)"
+}
+
 # check_dist DIR: the sdist carries the sources and files a build needs; the wheel carries
 # the compiled core, the stubs and py.typed, and no tests.
 check_dist() {
@@ -77,10 +84,11 @@ check_dist() {
     stree=$(tar -tzf "$sdist")  # listed once: `tar | grep -q` would die of SIGPIPE under pipefail
     wtree=$(zip_names "$wheel")
     for f in LICENSE CHANGELOG.md Makefile template.yaml bunq/_core/heap.pyx bunq/_core/heap.pxd \
-             handlers/aws_lambda.py; do
+             handlers/aws_lambda.py bunq/server/dashboard/index.html bunq/server/dashboard/app.js; do
         grep -q "/$f$" <<<"$stree" || die "the sdist lacks $f"
     done
-    for f in 'bunq/py.typed' 'bunq/_core/heap.pyi' 'bunq/_core/heap\..*\.so' 'licenses/LICENSE'; do
+    for f in 'bunq/py.typed' 'bunq/_core/heap.pyi' 'bunq/_core/heap\..*\.so' 'licenses/LICENSE' \
+             'bunq/server/dashboard/index.html' 'bunq/server/dashboard/app.js' 'bunq/server/dashboard/style.css'; do
         grep -Eq "$f" <<<"$wtree" || die "the wheel lacks $f"
     done
     # (the .pyx stay in the wheel: Cython's tracebacks show their lines)

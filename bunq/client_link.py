@@ -20,12 +20,14 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from .errors import AuthError, BackendUnavailable, BunqError, ProtocolError
 from .protocol import DEFAULT_MAX_FRAME, FrameDecoder, encode, error_from_reply
+from .tls import TlsSocket
 
 log = logging.getLogger("bunq.remote")
 
@@ -47,7 +49,7 @@ class _Slot:
 class _Conn:
     """One socket generation: its reader thread and outstanding requests."""
 
-    def __init__(self, sock: socket.socket, max_frame: int) -> None:
+    def __init__(self, sock: socket.socket | TlsSocket, max_frame: int) -> None:
         self.sock = sock
         self.decoder = FrameDecoder(max_frame)
         self.pending: dict[str, _Slot] = {}
@@ -62,6 +64,7 @@ class Link:
     :param token: sent in ``Auth`` first on every new connection.
     :param timeout: default seconds to wait for a reply.
     :param ping_interval: seconds of silence before a Ping (and before giving up on it).
+    :param tls: speak TLS with this client context (``bunqs://``).
     """
 
     def __init__(
@@ -74,8 +77,10 @@ class Link:
         connect_timeout: float = 5.0,
         ping_interval: float = 10.0,
         max_frame: int = DEFAULT_MAX_FRAME,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host, self.port, self.token = host, port, token
+        self.tls = tls
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.ping_interval = ping_interval
@@ -167,16 +172,19 @@ class Link:
 
     def _open(self) -> _Conn:
         try:
-            sock = socket.create_connection((self.host, self.port), self.connect_timeout)
+            raw = socket.create_connection((self.host, self.port), self.connect_timeout)
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for opt, value in (("TCP_KEEPIDLE", 15), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3)):
+                if hasattr(socket, opt):
+                    raw.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
+            sock: socket.socket | TlsSocket = raw
+            if self.tls is not None:  # the handshake within connect_timeout too
+                sock = TlsSocket(raw, self.tls, self.host)
         except OSError as exc:
             raise BackendUnavailable(
                 f"cannot reach bunq server {self.host}:{self.port}: {exc}"
             ) from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        for opt, value in (("TCP_KEEPIDLE", 15), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3)):
-            if hasattr(socket, opt):
-                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
         sock.settimeout(self.ping_interval)
         conn = _Conn(sock, self.max_frame)
         self.generation += 1

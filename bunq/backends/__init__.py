@@ -7,7 +7,7 @@
 | ``memory://`` | the sharded memory engine (optionally ``?data=path``) |
 | ``sqs://<queue-url>`` | SQSBackend (boto3; extra ``sqs``) |
 | ``redis://host:6379/0?prefix=bunq`` | RedisBackend (extra ``redis``; ``rediss://``: TLS) |
-| ``bunq://host:port`` | RemoteBackend, a client of ``bunq serve`` |
+| ``bunq://host:port`` | RemoteBackend, a client of ``bunq serve`` (``bunqs://``: TLS) |
 
 Each call opens a new, independent backend; share one by passing the object.
 """
@@ -63,6 +63,7 @@ register_scheme("sqs", _lazy(".sqs", "SQSBackend", "sqs"))
 register_scheme("redis", _lazy(".redis", "RedisBackend", "redis"))
 register_scheme("rediss", _lazy(".redis", "RedisBackend", "redis"))
 register_scheme("bunq", _lazy(".remote", "RemoteBackend", ""))
+register_scheme("bunqs", _lazy(".remote", "RemoteBackend", ""))
 
 
 def connect(url: str | None = None, **kw: Any) -> Backend:

@@ -18,6 +18,7 @@ tick() work over it exactly as in-process:
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -133,20 +134,29 @@ class RemoteBackend:
         clock: Clock | None = None,
         timeout: float = 30.0,
         ping_interval: float = 10.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
-        self.link = Link(host, port, token, timeout=timeout, ping_interval=ping_interval)
+        self.link = Link(host, port, token, timeout=timeout, ping_interval=ping_interval, tls=tls)
         self._clock = clock
         self._adds = _Adds(self.link)
         self._offset: int | None = None
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> RemoteBackend:
-        """``bunq://host:port?token=...&timeout=30``."""
+        """``bunq://host:port?token=...&timeout=30``; ``bunqs://`` (or ``?tls=1``): TLS,
+        verified against the system's CAs or ``ca=/path.pem``; ``cert=``/``key=``: a
+        client certificate."""
         u = urlparse(url)
-        if u.scheme != "bunq" or not u.hostname:
+        if u.scheme not in ("bunq", "bunqs") or not u.hostname:
             raise ConfigError(f"expected bunq://host:port, got {redact(url)!r}")
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
-        unknown = set(q) - {"token", "timeout"}
+        if u.scheme == "bunqs" or q.get("tls", "0") not in ("0", "false", ""):
+            from ..tls import client_context
+
+            kw.setdefault("tls", client_context(q.get("ca"), q.get("cert"), q.get("key")))
+        elif {"ca", "cert", "key"} & set(q):
+            raise ConfigError("bunq:// ca, cert and key need TLS: use bunqs:// (or tls=1)")
+        unknown = set(q) - {"token", "timeout", "tls", "ca", "cert", "key"}
         if unknown:
             raise ConfigError(f"unknown bunq:// URL options {sorted(unknown)}")
         token = q.get("token") or (unquote(u.password) if u.password else None)

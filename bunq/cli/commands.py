@@ -226,8 +226,8 @@ def _demo_job(job: Job) -> int:
 def cmd_demo(args: argparse.Namespace, be: Backend) -> int:
     q = Queue("demo", be)
     q.drain()
-    q.clean(0, 1_000_000)
-    q.clean(0, 1_000_000, "failed")
+    q.clean(0, 100_000)  # the most one Clean removes over bunq:// too
+    q.clean(0, 100_000, "failed")
     url = args.backend or DEMO_BACKEND
     if not args.json:
         print(f"bunq demo on {url}")
@@ -252,6 +252,10 @@ def cmd_demo(args: argparse.Namespace, be: Backend) -> int:
         f"{summary['tick_ms']} ms ({summary['tick_per_s']:,} jobs/s, {r.ticks} ticks)\n"
         f"  counts: {counts}\n"
         f"next: bunq stats --backend {url}")  # fmt: skip
+    if args.live:
+        from .livedemo import run
+
+        return run(args, be, q)
     return EXIT_OK
 
 

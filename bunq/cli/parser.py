@@ -113,6 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
     add(sub, "migrate", "create or upgrade the backend's schema and print its version")
     dm = add(sub, "demo", f"a self-contained demo on {DEMO_BACKEND} (jobs/s with tick())")
     dm.add_argument("--jobs", type=POSITIVE, default=1000, metavar="N")
+    dm.add_argument(
+        "--live",
+        action="store_true",
+        help="then keep adding and processing jobs until Ctrl-C (for the dashboard)",
+    )
+    dm.add_argument(
+        "--rate",
+        type=POSITIVE,
+        default=20,
+        metavar="N",
+        help="jobs a second added with --live (20)",
+    )
     sub.add_parser("serve", help="run the bunq server (see: bunq serve --help)")
     return p
 

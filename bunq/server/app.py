@@ -67,11 +67,16 @@ class Server:
         loop = asyncio.get_running_loop()
         cfg = self.config
         self._tcp = await loop.create_server(
-            lambda: Connection(self), cfg.host, cfg.port, reuse_address=True, backlog=1024
+            lambda: Connection(self),
+            cfg.host,
+            cfg.port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=cfg.tls,
         )
         self.port = self._tcp.sockets[0].getsockname()[1]
         if cfg.http_port is not None:
-            self._http = await start_http(self, cfg.host, cfg.http_port)
+            self._http = await start_http(self, cfg.host, cfg.http_port, cfg.tls)
             self.http_port = self._http.sockets[0].getsockname()[1]
         self._ticker = loop.create_task(self._tick())
         log.info(

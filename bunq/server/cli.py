@@ -7,12 +7,13 @@ import asyncio
 import json
 import signal
 import sys
+from typing import Any
 
 from .. import logs
 from ..backends import connect
 from ..backends.base import Backend
 from ..backends.urls import redact
-from ..errors import BunqError
+from ..errors import BunqError, ConfigError
 from ..settings import Settings
 from .app import Server
 from .context import ServerConfig
@@ -81,6 +82,17 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
         help="with tokens, /metrics and /stats need 'Authorization: Bearer <token>' "
         "(BUNQ_HTTP_AUTH, on)",
     )
+    p.add_argument("--tls-cert", metavar="PEM", default=None,
+                   help="serve TCP and HTTP over TLS with this certificate chain")  # fmt: skip
+    p.add_argument("--tls-key", metavar="PEM", default=None,
+                   help="the certificate's private key (if not in --tls-cert)")  # fmt: skip
+    p.add_argument("--tls-client-ca", metavar="PEM", default=None,
+                   help="require client certificates signed by these CAs (mutual TLS)")  # fmt: skip
+    p.add_argument("--http-max-body", type=int, default=1 << 20, metavar="BYTES",
+                   help="largest HTTP request body; more is refused with 413 (1 MiB)")  # fmt: skip
+    p.add_argument("--cors", action="append", default=None, metavar="ORIGIN",
+                   help="let web pages from ORIGIN call the HTTP API ('*': any); "
+                   "repeatable; off by default")  # fmt: skip
     p.add_argument(
         "--threads",
         type=int,
@@ -110,8 +122,25 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         http_port=None if args.http_port is not None and args.http_port < 0 else args.http_port,
         tokens=tokens,
         http_auth=args.http_auth == "on",
+        tls=_tls(args),
+        cors_origins=tuple(args.cors or ()),
+        http_max_body=args.http_max_body,
         threads=args.threads or (4 if str(args.backend).startswith(("postgres", "redis")) else 1),
     )
+
+
+def _tls(args: argparse.Namespace) -> Any:
+    if args.tls_cert is None:
+        if args.tls_key or args.tls_client_ca:
+            raise ConfigError("--tls-key and --tls-client-ca need --tls-cert")
+        return None
+    from ..tls import server_context
+
+    return server_context(args.tls_cert, args.tls_key, args.tls_client_ca)
+
+
+def _scheme(server: Server) -> str:
+    return "bunq" if server.config.tls is None else "bunqs"
 
 
 def client_host(host: str) -> str:
@@ -133,13 +162,13 @@ async def _serve(server: Server, url: str, as_json: bool = False) -> None:
     if as_json:
         http_at = None if server.http_port is None else f"{host}:{server.http_port}"
         print(json.dumps({"listening": True, "tcp": f"{host}:{server.port}", "http": http_at,
-                          "backend": redact(url), "client": f"bunq://{dial}"}),
+                          "backend": redact(url), "client": f"{_scheme(server)}://{dial}"}),
               flush=True)  # fmt: skip
     else:
         http = f", http {host}:{server.http_port}" if server.http_port else ""
         print(f"bunq serve: listening on tcp {host}:{server.port}{http}, backend {redact(url)}",
               flush=True)  # fmt: skip
-        print(f"bunq serve: inspect it with 'bunq stats --backend bunq://{dial}'; "
+        print(f"bunq serve: inspect it with 'bunq stats --backend {_scheme(server)}://{dial}'; "
               "SIGTERM or Ctrl-C stops it", flush=True)  # fmt: skip
     await done.wait()
     await server.stop()

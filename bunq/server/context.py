@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import ssl
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -59,6 +60,10 @@ class ServerConfig:
     :param http_auth: with tokens configured, ``/metrics`` and ``/stats`` need
         ``Authorization: Bearer <token>`` (``/health`` and ``/ready`` stay open).
     :param scrape_cache: seconds a rendered ``/metrics`` or ``/stats`` answer is reused.
+    :param http_max_body: largest HTTP request body (bytes); larger is refused with 413.
+    :param cors_origins: origins the HTTP API answers cross-origin requests from
+        (``"*"``: any); empty (the default) sends no CORS headers.
+    :param tls: wrap both listeners in TLS (see :mod:`bunq.server.tls`); None: plain.
     """
 
     host: str = "127.0.0.1"
@@ -85,6 +90,9 @@ class ServerConfig:
     max_unsent: int = _DEFAULTS.max_unsent
     http_auth: bool = _DEFAULTS.http_auth
     scrape_cache: float = _DEFAULTS.scrape_cache
+    http_max_body: int = 1 << 20
+    cors_origins: tuple[str, ...] = ()
+    tls: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:
@@ -104,7 +112,7 @@ class ServerConfig:
 
 
 _AT_LEAST_ONE = ("max_frame", "pre_auth_frame", "max_connections", "max_unauthenticated",
-                 "max_auth_failures", "max_inflight", "max_unsent")  # fmt: skip
+                 "max_auth_failures", "max_inflight", "max_unsent", "http_max_body")  # fmt: skip
 _NOT_NEGATIVE = ("idle_timeout", "auth_timeout", "auth_fail_delay", "scrape_cache")
 
 

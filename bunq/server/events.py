@@ -78,6 +78,7 @@ class EventHub:
     def __init__(self, metrics: Metrics | None = None) -> None:
         self._queues: dict[str, dict[Subscriber, None]] = {}
         self._of: dict[Subscriber, str] = {}
+        self._all: dict[Subscriber, None] = {}  # every queue's events (HTTP /events)
         self._metrics = metrics
         self.active = False
 
@@ -89,8 +90,20 @@ class EventHub:
         self._of[sub] = queue
         self._changed()
 
+    def subscribe_all(self, sub: Subscriber) -> None:
+        """Send every queue's events to ``sub`` (until :meth:`unsubscribe`)."""
+        self.unsubscribe(sub)
+        self._all[sub] = None
+        self._changed()
+
+    def _wants(self, queue: str) -> bool:
+        return bool(self._all) or queue in self._queues
+
     def unsubscribe(self, sub: Subscriber) -> bool:
         """Stop sending events to ``sub``; return whether it was listening."""
+        if self._all.pop(sub, 0) is None:
+            self._changed()
+            return True
         queue = self._of.pop(sub, None)
         if queue is None:
             return False
@@ -107,17 +120,19 @@ class EventHub:
         return self._of.get(sub)
 
     def __len__(self) -> int:
-        return len(self._of)
+        return len(self._of) + len(self._all)
 
     def _changed(self) -> None:
-        self.active = bool(self._of)
+        self.active = bool(self._of) or bool(self._all)
         if self._metrics is not None:
-            self._metrics.event_subscribers.set(len(self._of))
+            self._metrics.event_subscribers.set(len(self))
 
     # -- delivery ------------------------------------------------------------------------
     def publish(self, queue: str, events: Sequence[Event]) -> None:
         """Encode ``events`` once and queue them to every listener of ``queue``."""
         subs = self._queues.get(queue)
+        if self._all:
+            subs = {**subs, **self._all} if subs else self._all
         if not subs or not events:
             return
         frames = []
@@ -147,7 +162,7 @@ class EventHub:
         """Jobs an add returned: ``pushed`` (+ ``delayed`` {delay} or ``waiting-children``);
         a live job returned for its custom id (created before ``since``) is ``duplicated``."""
         for queue, group in _by_queue(jobs):
-            if queue not in self._queues:
+            if not self._wants(queue):
                 continue
             ts, evs = now_ms(), []
             for j in group:
@@ -165,7 +180,7 @@ class EventHub:
 
     def leased(self, queue: str, leases: Sequence[Lease]) -> None:
         """``pulled`` (bunqueue's QueueEvents: ``active``) per leased job."""
-        if leases and queue in self._queues:
+        if leases and self._wants(queue):
             ts = now_ms()
             self.publish(queue, [_event(PULLED, queue, x.job.id, ts) for x in leases])
 
@@ -173,7 +188,7 @@ class EventHub:
         """``completed`` {data: the return value} per settled item."""
         done = [item for item, s in zip(items, settled, strict=False) if s is Settle.OK]
         for queue, group in _by_queue(done, lambda item: item[0].job):
-            if queue in self._queues:
+            if self._wants(queue):
                 ts = now_ms()
                 self.publish(
                     queue, [_event(COMPLETED, queue, x.job.id, ts, data=r) for x, r in group]
@@ -183,7 +198,7 @@ class EventHub:
         """A failed attempt: ``failed`` {error, data, terminal}, then ``retried`` {prev} when
         it will run again; a DelayedError (attempt given back) is ``delayed`` {delay}."""
         queue = job.queue
-        if queue not in self._queues:
+        if not self._wants(queue):
             return
         ts = now_ms()
         if decision.kind == "delay":
@@ -200,7 +215,7 @@ class EventHub:
 
     def progress(self, queue: str, job_id: str, value: int, message: str | None) -> None:
         """``progress`` {progress, data: {progress, message}} (bunqueue's shape)."""
-        if queue in self._queues:
+        if self._wants(queue):
             data = {"progress": value, "message": message}
             self.publish(
                 queue, [_event(PROGRESS, queue, job_id, now_ms(), progress=value, data=data)]
@@ -208,13 +223,13 @@ class EventHub:
 
     def removed(self, queue: str, ids: Iterable[str], prev: str) -> None:
         """``removed`` {prev} per job id."""
-        if queue in self._queues:
+        if self._wants(queue):
             ts = now_ms()
             self.publish(queue, [_event(REMOVED, queue, i, ts, prev=prev) for i in ids])
 
     def queue_event(self, queue: str, kind: str) -> None:
         """A queue-wide event (``paused``, ``resumed``, ``drained``): ``jobId`` is ``""``."""
-        if queue in self._queues:
+        if self._wants(queue):
             self.publish(queue, [_event(kind, queue, "", now_ms())])
 
 

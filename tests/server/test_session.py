@@ -93,7 +93,7 @@ def test_http_health_ready_metrics_stats(auth_server: Any) -> None:
     c.call({"cmd": "Auth", "token": "s3cret"})
     c.call({"cmd": "PUSHB", "queue": "web", "jobs": [{"data": 1}, {"data": 2}]})
     assert _get(port, "/health")[0] == 200
-    assert json.loads(_get(port, "/ready")[1]) == {"ready": True}
+    assert json.loads(_get(port, "/ready")[1]) == {"ok": True, "ready": True}
     assert _get(port, "/metrics")[0] == 401  # tokens configured: scrapes need one
     assert _get(port, "/stats", "wrong")[0] == 401
     status, text = _get(port, "/metrics", "other")

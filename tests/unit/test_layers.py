@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.settings",
             "bunq.logs",
             "bunq.filekind",
+            "bunq.tls",
             "bunq.jobrules",
         ),
     ),
