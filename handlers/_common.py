@@ -272,7 +272,7 @@ def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> Sqs
 
     A job that fails with attempts left is hidden for its backoff and reported;
     a dead one is moved to the DLQ with its reason and not reported (Lambda
-    deletes it); see :mod:`bunq.backends.sqs.events`. On a FIFO queue, once a
+    deletes it); see :mod:`bunq.sqs_events`. On a FIFO queue, once a
     record fails, the rest of its message group is reported unrun (order kept).
     """
     failed: list[BatchItemFailure] = []
@@ -292,7 +292,8 @@ def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> Sqs
 
 def _run_record(rt: Runtime, rec: SqsRecord) -> bool:
     """Prepare, run and settle one record; True: report it (SQS redelivers it)."""
-    from bunq.backends.sqs import prepare_record, settle_record  # boto3: on first SQS use
+    from bunq.backends.sqs import prepare_record  # boto3: on first SQS use
+    from bunq.sqs_events import settle_record
 
     try:
         backend = rt.sqs_backend(rec.get("eventSourceARN", ""))

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from bunq.backends.sqs import decode_record, prepare_record, run_record, url_for_arn
+from bunq.backends.sqs import decode_record, prepare_record, url_for_arn
 from bunq.backends.sqs.codec import REASON
 from bunq.errors import DelayedError, UnrecoverableError
 from bunq.job import JobState
 from bunq.queue import new_job
+from bunq.sqs_events import run_record
 
 pytestmark = pytest.mark.sqs
 
