@@ -19,7 +19,7 @@ from bunq.errors import BackendUnavailable
 from bunq.execution import give_back, settle_batch
 from bunq.execution.run import Outcome
 
-BACKENDS = ["sqlite", "memory", pytest.param("postgres", marks=pytest.mark.postgres),
+BACKENDS = ["sqlite", "memory", "remote", pytest.param("postgres", marks=pytest.mark.postgres),
             pytest.param("redis", marks=pytest.mark.redis)]  # fmt: skip
 DRIVERS = ["tick", "worker"]
 Handler = Callable[[Any], Any]
@@ -76,10 +76,10 @@ def queue(request: Any, make_backend: Callable[..., Any]) -> Queue:
 
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_a_batch_with_a_success_an_unstorable_result_and_a_failure(
-        driver: str, queue: Queue) -> None:  # fmt: skip
-    ok = queue.add("ok", 1)
-    weird = queue.add("weird", attempts=3)  # its result cannot be stored: not worth a retry
+        driver: str, queue: Queue, caplog: Any) -> None:  # fmt: skip
     boom = queue.add("boom", attempts=3, backoff=3_600_000)  # fails: retried in an hour
+    ok = queue.add("ok", 1)  # completed in the same batch as an unstorable result:
+    weird = queue.add("weird", attempts=3)  # not worth a retry (it would be refused again)
 
     def handler(job: Any) -> Any:
         if job.name == "boom":
@@ -94,6 +94,7 @@ def test_a_batch_with_a_success_an_unstorable_result_and_a_failure(
     retried = queue.get_job(boom.id)
     assert (retried.state, retried.attempts) == (JobState.DELAYED, 1)
     assert retried.error == "RuntimeError: no"
+    assert "stale" not in caplog.text  # the refused batch wrote nothing: no lease was lost
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
