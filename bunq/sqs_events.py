@@ -26,21 +26,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from .backends.sqs import SQSBackend, apply_decision, prepare_record
-from .execution import Handler, Outcome, decision_for, describe, run_sync
-from .job import Job
+from .execution import Handler, Outcome, decision_for, describe, log_failure, run_sync
+from .job import Job, Settle
 
 __all__ = ["run_record", "settle_record"]
 
 
 def settle_record(backend: SQSBackend, record: Mapping[str, Any], job: Job,
                   outcome: Outcome) -> bool:  # fmt: skip
-    """Apply bunq's retry/DLQ policy to a run record; return True to report it as failed."""
+    """Apply bunq's retry/DLQ policy to a run record; return True to report it as failed.
+
+    A failure is logged as every driver logs it (``bunq.jobs``: what happens next).
+    """
     if outcome.ok:
         return False
     now = backend.clock()
     decision = decision_for(job, outcome, now)
-    return apply_decision(backend, record, job, decision, describe(outcome.error),
-                          outcome.duration_ms, now)  # fmt: skip
+    report = apply_decision(backend, record, job, decision, describe(outcome.error),
+                            outcome.duration_ms, now)  # fmt: skip
+    log_failure(job, outcome, decision, Settle.OK, now)
+    return report
 
 
 def run_record(backend: SQSBackend, record: Mapping[str, Any], handler: Handler) -> bool:
