@@ -95,7 +95,6 @@ class Worker:
         self._done = threading.Event()
         self._held = _Held()
         self._thread: threading.Thread | None = None
-        self._exec: Executor | None = None
         self._next_sweep = 0.0
         self.health_file = health_file
         self._touched = 0.0
@@ -140,7 +139,7 @@ class Worker:
     def _run(self) -> None:
         beat = threading.Thread(target=self._heartbeat, name="bunq-heartbeat", daemon=True)
         beat.start()
-        ex = self._exec = Executor(self.handler, self.concurrency)
+        ex = Executor(self.handler, self.concurrency)
         try:
             if ex.inline:
                 self._loop_inline(ex)
