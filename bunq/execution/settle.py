@@ -58,6 +58,9 @@ class Settled:
         return "failed" if self.failed else "succeeded"
 
 
+_COMPLETED = {a: Settled(a) for a in (Settle.OK, Settle.STALE, None)}  # one per answer, shared
+
+
 def decision_for(job: Job, outcome: Outcome, now: int) -> FailDecision:
     """Route a failed outcome through the retry/DLQ policy."""
     err = outcome.error
@@ -87,7 +90,7 @@ def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> lis
     out = []
     for lease, o in done:
         a = next(answers) if o.ok else o
-        out.append(Settled(a) if not isinstance(a, Outcome) else settle_failure(backend, lease, a))
+        out.append(settle_failure(backend, lease, a) if isinstance(a, Outcome) else _COMPLETED[a])
     return out
 
 
