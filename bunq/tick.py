@@ -88,7 +88,7 @@ class _Tick:
         self.stopped: Stopped | None = None
         self.dry = False  # a lease came back short: the queue ran dry
         self.pending: deque[Lease] = deque()  # leased, not started
-        self.inflight: dict[cf.Future[tuple[Outcome, int]], Lease] = {}
+        self.inflight: dict[cf.Future[Outcome], Lease] = {}
         self.done: list[tuple[Lease, Outcome]] = []  # finished, not settled
         self.done_expiry: int | None = None  # earliest lease expiry among `done`
         self.runs: deque[int] = deque(maxlen=16)  # recent job and settle times (ms); the
@@ -114,18 +114,18 @@ class _Tick:
                     if lease is None:
                         break
                     if ex.inline:
-                        self._record(lease, *ex.run(lease.job))
+                        self._record(lease, ex.run(lease.job))
                     else:
                         self.inflight[ex.submit(lease.job)] = lease
                 if not self.inflight:
                     break
                 ready, _ = cf.wait(list(self.inflight), return_when=cf.FIRST_COMPLETED)
                 for fut in ready:
-                    self._record(self.inflight.pop(fut), *fut.result())
+                    self._record(self.inflight.pop(fut), fut.result())
                 self._flush()
         finally:
             for fut in cf.as_completed(list(self.inflight)):
-                self._record(self.inflight.pop(fut), *fut.result())
+                self._record(self.inflight.pop(fut), fut.result())
             self._flush()
             self._release()
 
@@ -210,8 +210,8 @@ class _Tick:
             return None
         return replace(lease, expires_at=now + ms)
 
-    def _record(self, lease: Lease, outcome: Outcome, took: int) -> None:
-        self.runs.append(max(took, 0))
+    def _record(self, lease: Lease, outcome: Outcome) -> None:
+        self.runs.append(max(outcome.took, 0))
         self.est_run = max(self.runs)
         self.done.append((lease, outcome))
         self.done_expiry = min(self.done_expiry or lease.expires_at, lease.expires_at)
@@ -224,7 +224,8 @@ class _Tick:
         t0 = self.clock()
         for s in settle_batch(self.backend, done):
             self.n[s.kind] += 1
-            self.n["moved_to_dlq"] += s.dead
+            if s.dead:
+                self.n["moved_to_dlq"] += 1
         self.settles.append(max(self.clock() - t0, 0))
         self.est_settle = max(self.settles)
 

@@ -27,7 +27,6 @@ from .execution import (
     Executor,
     Handler,
     Outcome,
-    Ran,
     Settled,
     give_back,
     settle_batch,
@@ -194,11 +193,11 @@ class Worker:
                     self._return_unstarted(leases[i:])
                     break
                 self._mark_started(lease)
-                done.append((lease, ex.run(lease.job)[0]))
+                done.append((lease, ex.run(lease.job)))
             self._settle(done)
 
     def _loop_concurrent(self, ex: Executor) -> None:
-        inflight: dict[cf.Future[Ran], Lease] = {}
+        inflight: dict[cf.Future[Outcome], Lease] = {}
         while not (self._stop.is_set() and not inflight):
             free = self.concurrency - len(inflight)
             leases = (
@@ -217,7 +216,7 @@ class Worker:
             else:
                 wait_s = 0.0  # slots left: settle what is done, then lease more
             ready, _ = cf.wait(list(inflight), timeout=wait_s, return_when=cf.FIRST_COMPLETED)
-            self._settle([(inflight.pop(f), f.result()[0]) for f in ready])
+            self._settle([(inflight.pop(f), f.result()) for f in ready])
 
     def _mark_started(self, lease: Lease) -> None:
         with self._held.lock:

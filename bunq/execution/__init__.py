@@ -13,7 +13,7 @@ Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
 
 from __future__ import annotations
 
-from .run import Executor, Handler, Outcome, Ran, is_async, run_async, run_sync
+from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
 from .settle import (
     SETTLE_RETRIES,
     Settled,
@@ -26,6 +26,6 @@ from .settle import (
     settle_failure,
 )
 
-__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Ran", "Settled", "decision_for",
+__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Settled", "decision_for",
            "describe", "give_back", "is_async", "log_failure", "retrying", "run_async", "run_sync",
            "settle_batch", "settle_failure"]  # fmt: skip

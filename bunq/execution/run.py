@@ -22,18 +22,23 @@ from ..job import Job
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
 Clock = Callable[[], int]
-Ran = tuple["Outcome", int]  # the outcome, and how long it took (ms) by the executor's clock
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What one handler call did."""
+    """What one handler call did.
+
+    ``duration_ms``: how long the handler ran (a monotonic measure, recorded with a
+    failure); ``took``: the same call timed with the driver's clock, when it gave one
+    (tick's deadline estimates follow that clock, a fake one in tests), else 0.
+    """
 
     ok: bool
     result: Any = None
     error: BaseException | None = None
     duration_ms: int = 0
     timed_out: bool = False
+    took: int = 0
 
 
 def is_async(handler: Handler) -> bool:
@@ -42,36 +47,42 @@ def is_async(handler: Handler) -> bool:
     )
 
 
-def run_sync(handler: Handler, job: Job) -> Outcome:
+def run_sync(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
     """Call a handler (a coroutine result is run to completion on a fresh loop)."""
+    t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
         result = handler(job)
         if inspect.isawaitable(result):
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
-        return Outcome(False, error=exc, duration_ms=_ms(start), timed_out=True)
+        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except Exception as exc:
-        return Outcome(False, error=exc, duration_ms=_ms(start))
-    took, limit = _ms(start), job.opts.timeout
-    if limit is not None and took > limit:  # it ran past its timeout: it failed, timeout
-        err = TimeoutError(f"ran {took} ms, past its timeout of {limit} ms")
-        return Outcome(False, error=err, duration_ms=took, timed_out=True)
-    return Outcome(True, result, duration_ms=took)
+        return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+    ms, limit = _ms(start), job.opts.timeout
+    if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
+        err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
+        return Outcome(False, None, err, ms, True, _took(clock, t0))
+    return Outcome(True, result, None, ms, False, _took(clock, t0))
 
 
-async def run_async(handler: Handler, job: Job) -> Outcome:
+async def run_async(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
     """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation."""
+    t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
         result = handler(job)
         if inspect.isawaitable(result):
             result = await _timed(result, job.opts.timeout)
     except asyncio.TimeoutError as exc:
-        return Outcome(False, error=exc, duration_ms=_ms(start), timed_out=True)
+        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except Exception as exc:
-        return Outcome(False, error=exc, duration_ms=_ms(start))
-    return Outcome(True, result, duration_ms=_ms(start))
+        return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+    return Outcome(True, result, None, _ms(start), False, _took(clock, t0))
+
+
+def _took(clock: Clock | None, t0: int) -> int:
+    return clock() - t0 if clock is not None else 0
 
 
 async def _timed(aw: Awaitable[Any], timeout_ms: int | None) -> Any:
@@ -92,8 +103,8 @@ class Executor:
     a coroutine handler runs on one event-loop thread. :meth:`close` (or leaving
     the ``with`` block) joins what the executor started.
 
-    :param clock: epoch-ms clock that times each call for the driver's estimates
-        (tick's deadline); None: the handler's own ``duration_ms``.
+    :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
+        driver's estimates (tick's deadline).
     """
 
     def __init__(self, handler: Handler, concurrency: int, *, clock: Clock | None = None,
@@ -112,28 +123,18 @@ class Executor:
         elif not self.inline:
             self._pool = cf.ThreadPoolExecutor(concurrency, thread_name_prefix=name)
 
-    def run(self, job: Job) -> Ran:
+    def run(self, job: Job) -> Outcome:
         """Run ``job`` on this thread (inline executors)."""
-        if self.clock is None:
-            o = run_sync(self.handler, job)
-            return o, o.duration_ms
-        t0 = self.clock()
-        return run_sync(self.handler, job), self.clock() - t0
+        return run_sync(self.handler, job, self.clock)
 
-    def submit(self, job: Job) -> cf.Future[Ran]:
-        """Start ``job`` off this thread; the future gives what :meth:`run` returns."""
+    def submit(self, job: Job) -> cf.Future[Outcome]:
+        """Start ``job`` off this thread; the future gives its :class:`Outcome`."""
         if self._loop is not None:
-            return asyncio.run_coroutine_threadsafe(self._run_async(job), self._loop)
+            coro = run_async(self.handler, job, self.clock)
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
         if self._pool is None:
             raise RuntimeError("an inline executor runs jobs with run()")
-        return self._pool.submit(self.run, job)
-
-    async def _run_async(self, job: Job) -> Ran:
-        if self.clock is None:
-            o = await run_async(self.handler, job)
-            return o, o.duration_ms
-        t0 = self.clock()
-        return await run_async(self.handler, job), self.clock() - t0
+        return self._pool.submit(run_sync, self.handler, job, self.clock)
 
     def close(self) -> None:
         """Wait for submitted jobs (threads), stop the loop thread; idempotent."""

@@ -85,32 +85,27 @@ def describe(err: BaseException | None) -> str | None:
 def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
     """Settle a batch (one :class:`Settled` per item, in order): completions share
     one transaction, failures go one by one."""
-    oks = [(lease, o) for lease, o in done if o.ok]
-    answers = iter(_complete(backend, oks))
-    out = []
-    for lease, o in done:
-        a = next(answers) if o.ok else o
-        out.append(settle_failure(backend, lease, a) if isinstance(a, Outcome) else _COMPLETED[a])
-    return out
-
-
-def _complete(backend: Backend,
-              oks: list[tuple[Lease, Outcome]]) -> list[Settle | None | Outcome]:  # fmt: skip
-    """Complete ``oks``; an Outcome in place of an answer: the result was refused."""
-    if not oks:
-        return []
+    oks = [(lease, o.result) for lease, o in done if o.ok]
     try:
-        answers = retrying(partial(backend.complete_many, [(ls, o.result) for ls, o in oks]))
-        return [None] * len(oks) if answers is None else list(answers)
+        got = retrying(partial(backend.complete_many, oks)) if oks else []
     except ValidationError:  # a result the backend cannot store: find it, one by one
-        out: list[Settle | None | Outcome] = []
-        for lease, o in oks:
-            try:
-                out.append(retrying(partial(backend.complete, lease, o.result)))
-            except ValidationError as exc:
-                out.append(Outcome(False, error=UnrecoverableError(str(exc)),
-                                   duration_ms=o.duration_ms))  # fmt: skip
-        return out
+        return [_settle_one(backend, lease, o) for lease, o in done]
+    answers: Sequence[Settle | None] = [None] * len(oks) if got is None else got
+    if len(oks) == len(done):
+        return [_COMPLETED[a] for a in answers]
+    it = iter(answers)
+    return [_COMPLETED[next(it)] if o.ok else settle_failure(backend, lease, o)
+            for lease, o in done]  # fmt: skip
+
+
+def _settle_one(backend: Backend, lease: Lease, o: Outcome) -> Settled:
+    """Settle one outcome; a result the backend refuses fails the attempt, unrecoverable."""
+    if o.ok:
+        try:
+            return _COMPLETED[retrying(partial(backend.complete, lease, o.result))]
+        except ValidationError as exc:
+            o = Outcome(False, error=UnrecoverableError(str(exc)), duration_ms=o.duration_ms)
+    return settle_failure(backend, lease, o)
 
 
 def settle_failure(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
