@@ -85,6 +85,14 @@ def test_dead_jobs_go_to_the_dlq_with_a_reason_and_are_not_reported(
     assert dead_reasons(sqs, client) == ["explicit_fail", "max_attempts_exceeded"]
 
 
+def test_a_sync_handler_past_its_timeout_fails_with_reason_timeout(
+        sqs: Any, client: Any) -> None:  # fmt: skip
+    add(sqs, attempts=1, timeout=10)  # as under tick() and the Worker: one execution core
+    [rec] = records(sqs, client)
+    assert run_record(sqs, rec, lambda job: time.sleep(0.05)) is False
+    assert dead_reasons(sqs, client) == ["timeout"]
+
+
 def test_delayed_error_sends_a_copy_with_the_attempt_given_back(sqs: Any, client: Any) -> None:
     add(sqs, attempts=1)
     [rec] = records(sqs, client)
