@@ -21,11 +21,10 @@ from .settle import (
     describe,
     give_back,
     log_failure,
-    retrying,
     settle_batch,
     settle_failure,
 )
 
 __all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Settled", "decision_for",
-           "describe", "give_back", "is_async", "log_failure", "retrying", "run_async", "run_sync",
+           "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
            "settle_batch", "settle_failure"]  # fmt: skip
