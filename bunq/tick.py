@@ -10,35 +10,27 @@ back unstarted. No thread, timer or loop outlives the call.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures as cf
 import logging
 import os
-import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
-from functools import partial
 from typing import Any, Literal, TypeVar
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
-from .errors import BackendError, BackendUnavailable, BunqError, ConfigError, ValidationError
-from .execution import Handler, Outcome, is_async, run_async, run_sync, settle
-from .job import FailureReason, Job, JobState, Lease, Settle
-from .policy import FailDecision
+from .errors import BackendError, BunqError, ConfigError
+from .execution import Executor, Handler, Outcome, give_back, settle_batch
+from .job import Job, JobState, Lease, Settle
 
 log = logging.getLogger("bunq.tick")
 T = TypeVar("T")
 Clock = Callable[[], int]
 Stopped = Literal["empty", "max", "deadline", "stopped"]  # why leasing ended
-Submit = Callable[[Lease], "cf.Future[tuple[Outcome, int]]"]
 LEASE_FILL = 0.5  # a chunk is sized to finish within this share of lease_ms
-SETTLE_RETRIES = (0.01, 0.05)  # seconds between settle attempts on BackendUnavailable
 DEPTH_STATES = (JobState.WAITING, JobState.DELAYED, JobState.ACTIVE, JobState.PAUSED)
-GIVE_BACK = partial(FailDecision, "delay", reason=FailureReason.UNKNOWN)  # attempt not spent
 SWEEP_EVERY_MS = 1000  # a backend is swept by tick() at most this often (its clock)
 _last_sweep: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
@@ -91,14 +83,12 @@ class _Tick:
         self.queue, self.handler, self.backend = queue, handler, backend
         self.max, self.lease_ms, self.c = max_jobs, lease_ms, concurrency
         self.deadline, self.clock, self.stop_fn = deadline_at, clock, stop
-        self.is_async = is_async(handler)
-        self.inline = concurrency == 1 and not self.is_async
         self.owner = f"tick:{os.uname().nodename}:{os.getpid()}"
         self.n: dict[str, int] = dict.fromkeys(_SUMMED[:-2], 0)
         self.stopped: Stopped | None = None
         self.dry = False  # a lease came back short: the queue ran dry
         self.pending: deque[Lease] = deque()  # leased, not started
-        self.inflight: dict[cf.Future[tuple[Outcome, int]], Lease] = {}
+        self.inflight: dict[cf.Future[Outcome], Lease] = {}
         self.done: list[tuple[Lease, Outcome]] = []  # finished, not settled
         self.done_expiry: int | None = None  # earliest lease expiry among `done`
         self.runs: deque[int] = deque(maxlen=16)  # recent job and settle times (ms); the
@@ -109,33 +99,33 @@ class _Tick:
     def run(self) -> TickResult:
         start = self.clock()
         try:
-            with self._executor() as submit:
-                self._drive(submit)
+            with Executor(self.handler, self.c, clock=self.clock, name="bunq-tick") as ex:
+                self._drive(ex)
         except BackendError as exc:
             exc.data["tick"] = self._result(start).to_dict()
             raise
         return self._result(start)
 
-    def _drive(self, submit: Submit | None) -> None:
+    def _drive(self, ex: Executor) -> None:
         try:
             while True:
                 while len(self.inflight) < self.c:
                     lease = self._next()
                     if lease is None:
                         break
-                    if submit is None:
-                        self._record(lease, *self._run_one(lease))
+                    if ex.inline:
+                        self._record(lease, ex.run(lease.job))
                     else:
-                        self.inflight[submit(lease)] = lease
+                        self.inflight[ex.submit(lease.job)] = lease
                 if not self.inflight:
                     break
                 ready, _ = cf.wait(list(self.inflight), return_when=cf.FIRST_COMPLETED)
                 for fut in ready:
-                    self._record(self.inflight.pop(fut), *fut.result())
+                    self._record(self.inflight.pop(fut), fut.result())
                 self._flush()
         finally:
             for fut in cf.as_completed(list(self.inflight)):
-                self._record(self.inflight.pop(fut), *fut.result())
+                self._record(self.inflight.pop(fut), fut.result())
             self._flush()
             self._release()
 
@@ -220,95 +210,30 @@ class _Tick:
             return None
         return replace(lease, expires_at=now + ms)
 
-    def _run_one(self, lease: Lease) -> tuple[Outcome, int]:
-        t0, o = self.clock(), run_sync(self.handler, lease.job)
-        limit = lease.job.opts.timeout  # a function that ran past its timeout failed: timeout
-        if limit is not None and not o.timed_out and o.duration_ms > limit:
-            err = TimeoutError(f"ran {o.duration_ms} ms, past its timeout of {limit} ms")
-            o = Outcome(False, error=err, duration_ms=o.duration_ms, timed_out=True)
-        return o, self.clock() - t0
-
-    async def _run_one_async(self, lease: Lease) -> tuple[Outcome, int]:
-        t0 = self.clock()
-        return await run_async(self.handler, lease.job), self.clock() - t0
-
-    def _record(self, lease: Lease, outcome: Outcome, took: int) -> None:
-        self.runs.append(max(took, 0))
+    def _record(self, lease: Lease, outcome: Outcome) -> None:
+        self.runs.append(max(outcome.took, 0))
         self.est_run = max(self.runs)
         self.done.append((lease, outcome))
         self.done_expiry = min(self.done_expiry or lease.expires_at, lease.expires_at)
 
-    @contextmanager
-    def _executor(self) -> Iterator[Submit | None]:
-        """Yield how to start a job off this thread (None: run inline); join it after."""
-        if self.inline:
-            yield None
-        elif not self.is_async:
-            with cf.ThreadPoolExecutor(self.c, thread_name_prefix="bunq-tick") as pool:
-                yield lambda lease: pool.submit(self._run_one, lease)
-        else:
-            loop = asyncio.new_event_loop()
-            with cf.ThreadPoolExecutor(1, thread_name_prefix="bunq-tick-loop") as runner:
-                runner.submit(loop.run_forever)
-                try:
-                    yield lambda ls: asyncio.run_coroutine_threadsafe(self._run_one_async(ls), loop)
-                finally:
-                    loop.call_soon_threadsafe(loop.stop)
-            loop.close()
-
     def _flush(self) -> None:
-        """Settle finished jobs: completions in one transaction, failures one by one."""
+        """Settle finished jobs (one transaction for the completions); count how it went."""
         done, self.done, self.done_expiry = self.done, [], None
         if not done:
             return
         t0 = self.clock()
-        fails = [(lease, o) for lease, o in done if not o.ok]
-        oks = [(lease, o.result) for lease, o in done if o.ok]
-        try:
-            answers: Sequence[Settle | None] | None = (
-                self._retrying(partial(self.backend.complete_many, oks)) if oks else []
-            )
-        except ValidationError:  # a result that cannot be stored: one by one
-            answers = []
-            for lease, r in oks:
-                try:
-                    answers.append(self._retrying(partial(self.backend.complete, lease, r)))
-                except ValidationError as exc:  # the attempt failed: its result was refused
-                    fails.append((lease, Outcome(False, error=exc)))
-        for answer in answers if answers is not None else [None] * len(oks):
-            self.n["unsettled" if answer is None else
-                   "succeeded" if answer is Settle.OK else "stale"] += 1  # fmt: skip
-        for lease, o in fails:
-            s = self._retrying(partial(settle, self.backend, lease, o))
-            self.n["unsettled" if s is None else "stale" if s.answer is Settle.STALE
-                   else "failed"] += 1  # fmt: skip
-            self.n["moved_to_dlq"] += int(s is not None and s.dead)
+        for s in settle_batch(self.backend, done):
+            self.n[s.kind] += 1
+            if s.dead:
+                self.n["moved_to_dlq"] += 1
         self.settles.append(max(self.clock() - t0, 0))
         self.est_settle = max(self.settles)
-
-    def _retrying(self, fn: Callable[[], T]) -> T | None:
-        """Call ``fn``; retry BackendUnavailable briefly; None if it never succeeded."""
-        for pause in (*SETTLE_RETRIES, None):
-            try:
-                return fn()
-            except BackendError as exc:
-                if pause is None or not isinstance(exc, BackendUnavailable):
-                    log.error("settle failed: %s", exc)
-                    return None
-                time.sleep(pause)
-        return None  # pragma: no cover
 
     def _release(self, leases: Iterable[Lease] | None = None) -> None:
         """Give back leased-but-unstarted jobs (default: all pending), attempts unspent."""
         if leases is None:
             leases, self.pending = self.pending, deque()
-        now = self.clock()
-        for lease in leases:
-            try:
-                answer = self.backend.fail(lease, None, GIVE_BACK(now))
-            except BackendError as exc:  # left to expire: the sweep recovers it
-                log.warning("could not give back %s: %s", lease.id, exc)
-                answer = Settle.OK
+        for answer in give_back(self.backend, leases):
             self.n["stale" if answer is Settle.STALE else "released"] += 1
 
     def _result(self, start: int) -> TickResult:

@@ -9,7 +9,6 @@ held lease at a third of its length and fails attempts that outlive
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures as cf
 import logging
 import os
@@ -23,10 +22,17 @@ from typing import Any
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
-from .errors import BackendError, BunqError, ConfigError
-from .execution import Handler, Outcome, is_async, run_async, run_sync, settle, settle_many
-from .job import FailureReason, Lease, Settle
-from .policy import FailDecision
+from .errors import BackendError, ConfigError
+from .execution import (
+    Executor,
+    Handler,
+    Outcome,
+    Settled,
+    give_back,
+    settle_batch,
+    settle_failure,
+)
+from .job import Lease, Settle
 from .validate import MAX_DURATION_MS, duration, integer, text
 
 log = logging.getLogger("bunq.worker")
@@ -88,9 +94,6 @@ class Worker:
         self._done = threading.Event()
         self._held = _Held()
         self._thread: threading.Thread | None = None
-        self._async = is_async(handler)
-        self._pool: cf.ThreadPoolExecutor | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._next_sweep = 0.0
         self.health_file = health_file
         self._touched = 0.0
@@ -135,23 +138,16 @@ class Worker:
     def _run(self) -> None:
         beat = threading.Thread(target=self._heartbeat, name="bunq-heartbeat", daemon=True)
         beat.start()
-        if self._async:
-            self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="bunq-loop", daemon=True).start()
-        elif self.concurrency > 1:
-            self._pool = cf.ThreadPoolExecutor(self.concurrency, thread_name_prefix="bunq-job")
+        ex = Executor(self.handler, self.concurrency)
         try:
-            if self._loop is None and self._pool is None:
-                self._loop_inline()
+            if ex.inline:
+                self._loop_inline(ex)
             else:
-                self._loop_concurrent()
+                self._loop_concurrent(ex)
         finally:
             self._done.set()
             beat.join(2)
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
+            ex.close()
 
     def _alive(self) -> None:
         """Touch the health file: this worker's loop (or heartbeat) is making progress."""
@@ -185,7 +181,7 @@ class Worker:
         except BackendError:
             self._stop.wait(0.5)
 
-    def _loop_inline(self) -> None:
+    def _loop_inline(self, ex: Executor) -> None:
         while not self._stop.is_set():
             leases = self._lease(self.batch)
             if not leases:
@@ -194,13 +190,13 @@ class Worker:
             done: list[tuple[Lease, Outcome]] = []
             for i, lease in enumerate(leases):
                 if self._stop.is_set():
-                    self._give_back(leases[i:])
+                    self._return_unstarted(leases[i:])
                     break
                 self._mark_started(lease)
-                done.append((lease, run_sync(self.handler, lease.job)))
+                done.append((lease, ex.run(lease.job)))
             self._settle(done)
 
-    def _loop_concurrent(self) -> None:
+    def _loop_concurrent(self, ex: Executor) -> None:
         inflight: dict[cf.Future[Outcome], Lease] = {}
         while not (self._stop.is_set() and not inflight):
             free = self.concurrency - len(inflight)
@@ -209,7 +205,7 @@ class Worker:
             )
             for lease in leases:
                 self._mark_started(lease)
-                inflight[self._submit(lease)] = lease
+                inflight[ex.submit(lease.job)] = lease
             if not inflight:
                 self._idle()
                 continue
@@ -222,12 +218,6 @@ class Worker:
             ready, _ = cf.wait(list(inflight), timeout=wait_s, return_when=cf.FIRST_COMPLETED)
             self._settle([(inflight.pop(f), f.result()) for f in ready])
 
-    def _submit(self, lease: Lease) -> cf.Future[Outcome]:
-        if self._loop is not None:
-            return asyncio.run_coroutine_threadsafe(run_async(self.handler, lease.job), self._loop)
-        assert self._pool is not None
-        return self._pool.submit(run_sync, self.handler, lease.job)
-
     def _mark_started(self, lease: Lease) -> None:
         with self._held.lock:
             self._held.started[lease.id] = time.monotonic()
@@ -236,16 +226,8 @@ class Worker:
         with self._held.lock:
             done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
         try:
-            for (lease, _), s in zip(done, settle_many(self.backend, done), strict=True):
-                if s.failed:
-                    self.failed += 1
-                else:
-                    self.processed += 1
-                if s.answer is Settle.STALE:
-                    log.warning("job %s: lease lost before settle (stale)", lease.id)
-        except BunqError as exc:
-            # The outcome could not be recorded: the lease expires and the job runs again.
-            log.error("settle failed (%s); %d jobs will be re-leased", exc, len(done))
+            for (lease, _), s in zip(done, settle_batch(self.backend, done), strict=True):
+                self._count(lease, s)
         finally:
             with self._held.lock:
                 for lease, _ in done:
@@ -256,15 +238,21 @@ class Worker:
         self._held.started.pop(job_id, None)
         self._held.timed_out.discard(job_id)
 
-    def _give_back(self, leases: list[Lease]) -> None:
+    def _count(self, lease: Lease, s: Settled) -> None:
+        if s.answer is None:  # not recorded (logged): the lease expires, the job runs again
+            return
+        if s.failed:
+            self.failed += 1
+        else:
+            self.processed += 1
+        if s.answer is Settle.STALE:
+            log.warning("job %s: lease lost before settle (stale)", lease.id)
+
+    def _return_unstarted(self, leases: list[Lease]) -> None:
         """Return leased-but-unstarted jobs at once, without spending their attempt."""
-        now = self.backend.clock()
-        for lease in leases:
-            try:
-                self.backend.fail(lease, None, FailDecision("delay", now, FailureReason.UNKNOWN))
-            except BackendError:
-                pass
-            with self._held.lock:
+        give_back(self.backend, leases)
+        with self._held.lock:
+            for lease in leases:
                 self._forget(lease.id)
 
     # -- background duties -------------------------------------------------------------
@@ -312,11 +300,7 @@ class Worker:
             err = TimeoutError(f"timed out after {lease.job.opts.timeout} ms")
             outcome = Outcome(False, error=err,
                               duration_ms=lease.job.opts.timeout or 0, timed_out=True)  # fmt: skip
-            try:
-                settle(self.backend, lease, outcome)
-                self.failed += 1
-            except BackendError as exc:
-                log.warning("could not record timeout of %s: %s", lease.id, exc)
+            self._count(lease, settle_failure(self.backend, lease, outcome))
 
 
 def run_worker(queue: str, handler: Callable[..., Any], backend: str | None = None,

@@ -21,7 +21,7 @@ from bunq import logs
 from bunq.backends import connect
 from bunq.backends.base import Backend, check_queue_name
 from bunq.errors import BunqError, ConfigError
-from bunq.execution import Handler, describe, run_sync
+from bunq.execution import Handler
 from bunq.settings import Settings
 from bunq.tick import TickResult, load_handler, tick
 
@@ -272,7 +272,7 @@ def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> Sqs
 
     A job that fails with attempts left is hidden for its backoff and reported;
     a dead one is moved to the DLQ with its reason and not reported (Lambda
-    deletes it); see :mod:`bunq.backends.sqs.events`. On a FIFO queue, once a
+    deletes it); see :mod:`bunq.sqs_events`. On a FIFO queue, once a
     record fails, the rest of its message group is reported unrun (order kept).
     """
     failed: list[BatchItemFailure] = []
@@ -292,18 +292,10 @@ def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> Sqs
 
 def _run_record(rt: Runtime, rec: SqsRecord) -> bool:
     """Prepare, run and settle one record; True: report it (SQS redelivers it)."""
-    from bunq.backends.sqs import prepare_record, settle_record  # boto3: on first SQS use
+    from bunq.sqs_events import run_record  # boto3: on first SQS use
 
     try:
-        backend = rt.sqs_backend(rec.get("eventSourceARN", ""))
-        prepared = prepare_record(backend, rec)
-        if prepared.job is None:
-            return bool(prepared.report)
-        outcome = run_sync(rt.handler, prepared.job)
-        if not outcome.ok:
-            log_json("job failed", "WARNING", message_id=rec["messageId"], job_id=prepared.job.id,
-                     attempt=prepared.job.attempts, error=describe(outcome.error))  # fmt: skip
-        return settle_record(backend, rec, prepared.job, outcome)
+        return run_record(rt.sqs_backend(rec.get("eventSourceARN", "")), rec, rt.handler)
     except BunqError as exc:  # SQS unreachable, or a bad ARN: leave it to SQS's redelivery
         log_json("record not settled", "ERROR", message_id=rec["messageId"],
                  error=type(exc).__name__, detail=str(exc))  # fmt: skip

@@ -10,7 +10,7 @@ before ``context.get_remaining_time_in_millis()`` runs out. Returns a
 ``sqs_handler(event, context)``: an SQS event-source mapping with
 ``ReportBatchItemFailures``. Each record body is a job (bunq's base64
 msgpack, or JSON ``{"name", "data", "opts"}``), run under bunq's retry/DLQ
-policy (:mod:`bunq.backends.sqs.events`); returns ``{"batchItemFailures":
+policy (:mod:`bunq.sqs_events`); returns ``{"batchItemFailures":
 [{"itemIdentifier": messageId}]}`` for the records SQS must redeliver (retries
 after their backoff), while dead jobs go to the DLQ with their reason.
 

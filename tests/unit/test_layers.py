@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.worker",
             "bunq.tick",
             "bunq.execution",
+            "bunq.sqs_events",
             "bunq.cron",
             "bunq",  # the package's re-exports: the public API
         ),
@@ -62,13 +63,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 # Edges allowed against the rule, each with the reason it still exists.
-KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # issue 14 item 2 (branch k-exec) moves the SQS event-source driver up
-        # with the drivers; delete this entry when that lands.
-        ("bunq.backends.sqs.events", "bunq.execution"),
-    }
-)
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()
 
 # Module-level cycles (any import counts, ``TYPE_CHECKING`` ones too) allowed by edge.
 KNOWN_MODULE_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(

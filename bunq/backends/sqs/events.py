@@ -1,19 +1,9 @@
-"""Lambda SQS event-source records: decode, run and settle with bunq's policy.
+"""Lambda SQS event-source records, the SQS side: decode, park, dead-letter, move.
 
-Under an event-source mapping, Lambda receives and deletes the messages: a
-record reported in ``batchItemFailures`` stays in the queue, the others are
-deleted when the function returns. :func:`run_record` keeps bunq's
-semantics inside that contract:
-
-| outcome | what bunq does | reported as failed |
-| --- | --- | --- |
-| succeeded | nothing (Lambda deletes it) | no |
-| failed, retries left | ChangeMessageVisibility to the backoff | **yes** (back after it) |
-| failed, retry delay past the 12 h cap | a copy carrying its due time is sent | no |
-| DelayedError (standard queue) | a copy with the attempt given back | no |
-| dead (attempts spent, UnrecoverableError, TTL) | a copy to the DLQ, with reason, error | no |
-| not due yet (delay past 900 s) | hidden again until due | yes |
-| not a bunq job | to the DLQ (reason unknown); without a DLQ left to SQS | no / yes |
+What the event-source driver (:mod:`bunq.sqs_events`) needs from the backend:
+:func:`prepare_record` decodes a record and deals with the ones that must not
+run now (not due, dead, poison); :func:`apply_decision` carries out the retry/DLQ
+policy's decision for a failed record through its receipt handle.
 """
 
 from __future__ import annotations
@@ -24,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ValidationError
-from ...execution import Handler, Outcome, decision_for, describe, run_sync
 from ...job import FailureReason, Job
+from ...policy import FailDecision
 from .codec import BASE, DUE, decode_record, read_number
 from .config import bunq_name, name_of_arn
 from .moves import MAX_VISIBILITY_S, Copy, copy_attrs, dead_attrs, delay_split
@@ -98,18 +88,20 @@ def prepare_record(backend: SQSBackend, record: Mapping[str, Any]) -> Prepared:
     return Prepared(None)
 
 
-def settle_record(backend: SQSBackend, record: Mapping[str, Any], job: Job,
-                  outcome: Outcome) -> bool:  # fmt: skip
-    """Apply bunq's retry/DLQ policy to a run record; return True to report it as failed."""
-    if outcome.ok:
-        return False
-    info, now = backend.api.info(record_queue(backend, record)), backend.clock()
+def apply_decision(backend: SQSBackend, record: Mapping[str, Any], job: Job,
+                   decision: FailDecision, error: str | None, duration_ms: int,
+                   now: int) -> bool:  # fmt: skip
+    """Carry out a failed record's decision with SQS moves; return True to report it.
+
+    Dead: a copy to the DLQ (unless ``remove_on_fail``). Retry: hidden until its
+    backoff ends (reported), or past the 12 h cap a copy carrying its due time. A
+    given-back attempt (DelayedError) on a standard queue: a copy, attempt unspent.
+    """
+    info = backend.api.info(record_queue(backend, record))
     body, handle = str(record.get("body", "")), str(record.get("receiptHandle", ""))
-    decision = decision_for(job, outcome, now)
     if decision.kind == "dlq":
         if not job.opts.remove_on_fail:
-            attrs = dead_attrs(decision.reason, describe(outcome.error), job.attempts,
-                               outcome.duration_ms, now)  # fmt: skip
+            attrs = dead_attrs(decision.reason, error, job.attempts, duration_ms, now)
             backend.moves.dead_letter(info, handle, Copy(body, attrs, 0, job.opts.group),
                                       probe=False, delete=False)  # fmt: skip
         return False
@@ -127,11 +119,3 @@ def settle_record(backend: SQSBackend, record: Mapping[str, Any], job: Job,
         info.url, info.fifo, [Copy(body, copy_attrs(base, due), delay_s, job.opts.group)], info.name
     )
     return False
-
-
-def run_record(backend: SQSBackend, record: Mapping[str, Any], handler: Handler) -> bool:
-    """Prepare, run and settle one record; return True to report it in batchItemFailures."""
-    prepared = prepare_record(backend, record)
-    if prepared.job is None:
-        return prepared.report
-    return settle_record(backend, record, prepared.job, run_sync(handler, prepared.job))

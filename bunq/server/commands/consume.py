@@ -13,6 +13,7 @@ from typing import Any
 
 from ...backends.base import Backend
 from ...errors import BunqError, LeaseLost, ValidationError
+from ...execution import give_back
 from ...job import FailureReason, Lease, Settle
 from ...policy import FailDecision, decide_failure
 from ...protocol import Prepared
@@ -43,7 +44,7 @@ async def lease_with_poll(
     while True:
         leases: list[Lease] = await ctx.run(ctx.backend.lease, queue, n, lease_ms, owner)
         if leases and s.closed:
-            await ctx.run(_give_back, ctx.backend, leases)
+            await ctx.run(give_back, ctx.backend, leases, FailureReason.WORKER_LOST)
             ctx.waiters.notify((queue,))
             return []
         if leases:
@@ -54,12 +55,6 @@ async def lease_with_poll(
         if leases or left <= 0 or ctx.stopping or s.closed:
             return leases
         await ctx.waiters.wait(queue, left)
-
-
-def _give_back(backend: Backend, leases: list[Lease]) -> None:
-    now = backend.clock()
-    for lease in leases:
-        backend.fail(lease, None, FailDecision("delay", now, FailureReason.WORKER_LOST))
 
 
 def pull_args(ctx: ServerContext, msg: Mapping[str, Any], n_default: int) -> tuple[Any, ...]:

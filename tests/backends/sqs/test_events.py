@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from bunq.backends.sqs import decode_record, prepare_record, run_record, url_for_arn
+from bunq.backends.sqs import decode_record, prepare_record, url_for_arn
 from bunq.backends.sqs.codec import REASON
 from bunq.errors import DelayedError, UnrecoverableError
 from bunq.job import JobState
 from bunq.queue import new_job
+from bunq.sqs_events import run_record
 
 pytestmark = pytest.mark.sqs
 
@@ -82,6 +83,14 @@ def test_dead_jobs_go_to_the_dlq_with_a_reason_and_are_not_reported(
 
     assert [run_record(sqs, r, handler) for r in records(sqs, client)] == [False, False]
     assert dead_reasons(sqs, client) == ["explicit_fail", "max_attempts_exceeded"]
+
+
+def test_a_sync_handler_past_its_timeout_fails_with_reason_timeout(
+        sqs: Any, client: Any) -> None:  # fmt: skip
+    add(sqs, attempts=1, timeout=10)  # as under tick() and the Worker: one execution core
+    [rec] = records(sqs, client)
+    assert run_record(sqs, rec, lambda job: time.sleep(0.05)) is False
+    assert dead_reasons(sqs, client) == ["timeout"]
 
 
 def test_delayed_error_sends_a_copy_with_the_attempt_given_back(sqs: Any, client: Any) -> None:

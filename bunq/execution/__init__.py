@@ -1,0 +1,30 @@
+"""The execution core every driver shares: run a handler, settle its outcome.
+
+- :mod:`.run`: :func:`run_sync` / :func:`run_async` turn one handler call into
+  an :class:`Outcome`; :class:`Executor` is where calls run (inline, threads,
+  one event loop).
+- :mod:`.settle`: :func:`settle_batch` records outcomes under their leases'
+  fences (policy, storability, retry on unavailable); :func:`give_back`
+  returns unstarted leases.
+
+Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
+(:mod:`bunq.sqs_events`) and the server (give-back). See docs/internals/execution.md.
+"""
+
+from __future__ import annotations
+
+from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
+from .settle import (
+    SETTLE_RETRIES,
+    Settled,
+    decision_for,
+    describe,
+    give_back,
+    log_failure,
+    settle_batch,
+    settle_failure,
+)
+
+__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Settled", "decision_for",
+           "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
+           "settle_batch", "settle_failure"]  # fmt: skip
