@@ -61,7 +61,7 @@ cdef class SkipList:
     Both raise ``ValueError`` when out of range.
 
     Complexity: insert/remove/rank/score lookup O(log n) expected,
-    range_by_score O(log n + k), pop_min O(max_level).
+    range_by_score and range_by_rank O(log n + k), pop_min O(max_level).
 
     >>> s = SkipList()
     >>> s.insert("b", 2.0); s.insert("a", 1.0); s.insert("c", 2.0)
@@ -271,6 +271,35 @@ cdef class SkipList:
             out.append((<object>x.key, x.score))
             x = x.links[0].next
             lim -= 1
+        return out
+
+    def range_by_rank(self, start, stop):
+        """Return ``(key, score)`` pairs of 0-based ranks ``start <= rank < stop``, ascending.
+
+        ``stop`` past the end is clamped; a negative bound is a ``ValueError``.
+
+        Complexity: O(log n + k) for k returned pairs (spans locate ``start``).
+        """
+        cdef Py_ssize_t lo = PyNumber_Index(start)
+        cdef Py_ssize_t hi = PyNumber_Index(stop)
+        cdef Py_ssize_t traversed = 0
+        cdef SkipNode* x = self._head
+        cdef int i
+        if lo < 0 or hi < 0:
+            raise ValueError(f"ranks must be >= 0, got {start!r}, {stop!r}")
+        if hi > self._len:
+            hi = self._len
+        out = []
+        if lo >= hi:
+            return out
+        for i in range(self._level - 1, -1, -1):  # to the node of 1-based rank lo + 1
+            while x.links[i].next != NULL and traversed + x.links[i].span <= lo + 1:
+                traversed += x.links[i].span
+                x = x.links[i].next
+        while x != NULL and lo < hi:
+            out.append((<object>x.key, x.score))
+            x = x.links[0].next
+            lo += 1
         return out
 
     def pop_min(self):
