@@ -16,18 +16,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-import msgpack
-
 from .._core import BoundedSet, LRUCache, shard_for
 from ..backends.base import Clock, check_queue_name
-from ..codec import pack
 from ..errors import DependencyError
 from ..job import now_ms
 from .config import EngineConfig
 from .record import CHILDREN, COMPLETED, Rec
 from .shard import Shard
 
-_packb = msgpack.packb
 MAX_ROUTES = 65_536  # queue-name -> shard cache; cleared when full
 
 
@@ -54,21 +50,6 @@ class Store(Protocol):
     def wlock(self) -> threading.Lock:
         """Serialises capture + commit; taken before any shard lock."""
         ...
-
-
-def encode(value: Any, what: str, limit: int) -> bytes:
-    """Encode ``value`` as msgpack; the same errors as the SQL backends.
-
-    The fast path calls msgpack directly; any problem is re-raised through
-    :func:`bunq.codec.pack` so messages and types are identical.
-    """
-    try:
-        blob: bytes = _packb(value)
-    except (TypeError, ValueError, OverflowError):
-        return pack(value, what, limit)
-    if len(blob) > limit:
-        return pack(value, what, limit)
-    return blob
 
 
 @contextmanager
