@@ -17,6 +17,10 @@
 # on-stack `update` arrays). Determinism makes failures reproducible; the
 # heights are invisible through the API.
 #
+# `_tail[i]` is the last node on level i. The engine inserts in time order,
+# almost always after the last key: such an insert starts from the tails (a
+# NULL link's span gives the tail's rank) instead of walking every level.
+#
 # `_index` maps key -> (score, seq). It also owns the key objects: node.key
 # is a borrowed pointer, valid exactly while the key is in `_index`, which
 # keeps keys visible to the cycle collector. A node is unlinked and freed
@@ -79,6 +83,7 @@ cdef class SkipList:
         for i in range(MAX_HEIGHT):
             self._head.links[i].next = NULL
             self._head.links[i].span = 0
+            self._tail[i] = self._head
         self._level = 1
         self._index = {}
 
@@ -134,6 +139,8 @@ cdef class SkipList:
             if update[i].links[i].next == x:
                 update[i].links[i].span += x.links[i].span - 1
                 update[i].links[i].next = x.links[i].next
+                if x.links[i].next == NULL:
+                    self._tail[i] = update[i]
             else:
                 update[i].links[i].span -= 1
         while self._level > 1 and self._head.links[self._level - 1].next == NULL:
@@ -166,12 +173,17 @@ cdef class SkipList:
             raise ValueError("score must not be NaN")
         if key in self._index:
             raise ValueError(f"key already in skip list: {key!r}")
-        for i in range(self._level - 1, -1, -1):
-            rank[i] = 0 if i == self._level - 1 else rank[i + 1]
-            while x.links[i].next != NULL and _less(x.links[i].next, score, seq):
-                rank[i] += x.links[i].span
-                x = x.links[i].next
-            update[i] = x
+        if self._len and self._tail[0].score <= score:  # after the last key: no walk
+            for i in range(self._level):
+                update[i] = self._tail[i]
+                rank[i] = self._len - self._tail[i].links[i].span
+        else:
+            for i in range(self._level - 1, -1, -1):
+                rank[i] = 0 if i == self._level - 1 else rank[i + 1]
+                while x.links[i].next != NULL and _less(x.links[i].next, score, seq):
+                    rank[i] += x.links[i].span
+                    x = x.links[i].next
+                update[i] = x
         h = self._random_height()
         node = _new_node(h)
         if node == NULL:
@@ -193,6 +205,8 @@ cdef class SkipList:
             update[i].links[i].next = node
             node.links[i].span = update[i].links[i].span - (rank[0] - rank[i])
             update[i].links[i].span = rank[0] - rank[i] + 1
+            if node.links[i].next == NULL:
+                self._tail[i] = node
         for i in range(h, self._level):
             update[i].links[i].span += 1
         self._len += 1
@@ -341,6 +355,7 @@ cdef class SkipList:
         for i in range(MAX_HEIGHT):
             self._head.links[i].next = NULL
             self._head.links[i].span = 0
+            self._tail[i] = self._head
         self._level = 1
         self._len = 0
         self._index.clear()
@@ -401,3 +416,5 @@ cdef class SkipList:
                 if x.height <= i:
                     raise AssertionError(f"node of height {x.height} linked on level {i}")
                 r = nxt
+            if self._tail[i] != x:
+                raise AssertionError(f"tail of level {i} is not its last node")

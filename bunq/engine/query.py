@@ -73,7 +73,8 @@ def get_jobs(core: Core, queue: str, state: JobState, offset: int = 0,
             recs = _sorted([r for r in shard.active.values() if r.queue == queue], by_order)
         else:  # a page of the time index: O(log n + page)
             finished = q.completed if state is JobState.COMPLETED else q.dlq
-            return [snapshot(r, now, result_of(core, r)) for r in finished.newest(start, stop - start)]
+            recs = finished.newest(start, stop - start)
+            return [snapshot(r, now, result_of(core, r)) for r in recs]
         return [snapshot(r, now, result_of(core, r)) for r in recs[start:stop]]
 
 

@@ -109,7 +109,8 @@ _new = object.__new__
 (_id, _queue, _name, _data, _state, _opts, _attempts, _created_at, _run_at, _started_at,
  _finished_at, _progress, _result, _error, _reason, _history, _stalls) = (
     getattr(Job, f.name).__set__ for f in fields(Job))  # fmt: skip
-_job, _token, _attempt, _expires_at, _owner = (getattr(Lease, f.name).__set__ for f in fields(Lease))
+_job, _token, _attempt, _expires_at, _owner = (
+    getattr(Lease, f.name).__set__ for f in fields(Lease))  # fmt: skip
 
 
 def job_of(rec: Rec, state: JobState, data: Any, result: Any = None,
@@ -137,6 +138,34 @@ def job_of(rec: Rec, state: JobState, data: Any, result: Any = None,
     _reason(job, rec.reason)
     _history(job, history)
     _stalls(job, rec.stalls)
+    return job
+
+
+def admitted(rec: Rec, state: JobState, data: Any) -> Job:
+    """Build the :class:`~bunq.job.Job` of a ``rec`` just admitted (:func:`job_of`, less work).
+
+    Nothing has happened to it yet: no attempt, start, finish, progress,
+    result, error or history (a fifth of the single add's time is building
+    its Job).
+    """
+    job = _new(Job)
+    _id(job, rec.id)
+    _queue(job, rec.queue)
+    _name(job, rec.name)
+    _data(job, data)
+    _state(job, state)
+    _opts(job, rec.opts)
+    _attempts(job, 0)
+    _created_at(job, rec.created_at)
+    _run_at(job, rec.run_at)
+    _started_at(job, None)
+    _finished_at(job, None)
+    _progress(job, 0)
+    _result(job, None)
+    _error(job, None)
+    _reason(job, None)
+    _history(job, ())
+    _stalls(job, 0)
     return job
 
 

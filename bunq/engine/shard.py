@@ -73,11 +73,15 @@ class Shard:
             q = self.queues[name] = QueueState(name)
         return q
 
-    def next_seq(self, now: int) -> int:
-        """Return a fresh admission number (time-ordered)."""
+    def next_seq(self, now: int, count: int = 1) -> int:
+        """Reserve ``count`` fresh admission numbers (time-ordered); return the first.
+
+        The numbers are the returned one and the ``count - 1`` that follow it.
+        """
         base = now << 12
-        seq = self.seq = base if base > self.seq else self.seq + 1
-        return seq
+        first = base if base > self.seq else self.seq + 1
+        self.seq = first + count - 1
+        return first
 
     def touch(self, rec: Rec) -> None:
         """Note that ``rec`` changed (for the write-behind store)."""

@@ -13,7 +13,6 @@ from bunq.job import JobState, Lease, Settle
 from bunq.policy import DEFAULT_MAX_STALLS, decide_failure, decide_stall
 from bunq.queue import new_job
 
-
 QUEUES = ("a", "b", "c")
 
 
