@@ -122,7 +122,7 @@ def maintain(shard: Shard, q: QueueState, now: int) -> tuple[int, int]:
     the oldest beyond ``max_entries``.
     """
     cfg = q.dlq_config
-    dropped, q.dlq_evicted = q.dlq_evicted, 0
+    dropped = q.take_evicted()
     retried = 0
     if not q.dlq:
         return retried, dropped

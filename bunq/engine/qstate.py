@@ -61,6 +61,11 @@ class QueueState:
         return (self.n_waiting + self.n_delayed + self.n_active + self.n_children
                 + len(self.completed) + len(self.dlq))  # fmt: skip
 
+    def take_evicted(self) -> int:
+        """Return how many DLQ entries were dropped at entry since the last call."""
+        n, self.dlq_evicted = self.dlq_evicted, 0
+        return n
+
     def park(self, rec: Rec) -> None:
         """Set aside a ready ``rec`` whose TTL ran out (still counted waiting)."""
         self.parked[rec.id] = rec

@@ -83,6 +83,11 @@ class Shard:
         self.seq = first + count - 1
         return first
 
+    def restored_seq(self, seq: int) -> None:
+        """Note a restored record's admission number: new numbers come after it."""
+        if seq > self.seq:
+            self.seq = seq
+
     def touch(self, rec: Rec) -> None:
         """Note that ``rec`` changed (for the write-behind store)."""
         if self.dirty is not None:
@@ -99,6 +104,11 @@ class Shard:
         del self.queues[name]
         if self.dirty_queues is not None:
             self.dirty_queues.add(name)
+
+    def drop_idle_queues(self) -> None:
+        """Forget queues with no jobs, settings or waiters (nothing to write: no row)."""
+        for name in [n for n, q in self.queues.items() if q.idle()]:
+            del self.queues[name]
 
     # -- write-behind ------------------------------------------------------------------------
     def track_changes(self) -> None:

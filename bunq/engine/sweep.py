@@ -118,8 +118,7 @@ def retention(shard: Shard, now: int) -> None:
 
 def cleanup(shard: Shard, now: int) -> None:
     """Forget idle queues and idle per-group state (keeps memory bounded)."""
-    for name in [n for n, q in shard.queues.items() if q.idle()]:
-        del shard.queues[name]
+    shard.drop_idle_queues()
     now_s = now / 1000
     for q in shard.queues.values():
         q.lanes.trim(now_s)
