@@ -14,6 +14,7 @@ first; time ranges list oldest first, in finish order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from .._core import SkipList
@@ -44,10 +45,19 @@ class Finished:
         """Return the record of ``job_id`` if it is here."""
         return self._recs.get(job_id)
 
-    def add(self, rec: Rec, at: int) -> None:
-        """Index ``rec`` as finished at ``at`` (ms)."""
-        self._recs[rec.id] = rec
-        self._order.insert(rec.id, at)
+    def add(self, rec: Rec, at: int, bound: float = math.inf) -> Rec | None:
+        """Index ``rec`` as finished at ``at`` (ms).
+
+        Past ``bound`` records the oldest is taken out again and returned (the
+        caller forgets it); else None. One call, as a completion is the hot path.
+        """
+        recs = self._recs
+        recs[rec.id] = rec
+        order = self._order
+        order.insert(rec.id, at)
+        if len(recs) <= bound:
+            return None
+        return recs.pop(order.pop_min()[0])
 
     def remove(self, rec: Rec) -> None:
         """Drop ``rec`` (``KeyError`` if it is not here)."""

@@ -234,22 +234,22 @@ class Shard:
         rec.state = COMPLETED
         rec.finished_at = now
         rec.error = None
-        q.completed.add(rec, now)
         if self.dirty is not None:
             self.dirty[rec.id] = rec
-        if len(q.completed) > self.config.completed_max_count:
-            self.forget(q, q.completed.oldest())
+        evicted = q.completed.add(rec, now, self.config.completed_max_count)
+        if evicted is not None:
+            self.drop(evicted)
 
     def to_failed(self, q: QueueState, rec: Rec, now: int) -> None:
         """Move ``rec`` into the DLQ; drop the oldest entry beyond ``max_entries``."""
         rec.state = FAILED
         rec.finished_at = now
         rec.dlq_at = now
-        q.dlq.add(rec, now)
         if self.dirty is not None:
             self.dirty[rec.id] = rec
-        if len(q.dlq) > max(q.dlq_config.max_entries, 0):
-            self.forget(q, q.dlq.oldest())
+        evicted = q.dlq.add(rec, now, max(q.dlq_config.max_entries, 0))
+        if evicted is not None:
+            self.drop(evicted)
             q.dlq_evicted += 1
 
     def to_children(self, q: QueueState, rec: Rec) -> None:
@@ -300,6 +300,10 @@ class Shard:
     def forget(self, q: QueueState, rec: Rec) -> None:
         """Remove ``rec`` from the engine entirely (and every key it holds)."""
         self.displace(q, rec)
+        self.drop(rec)
+
+    def drop(self, rec: Rec) -> None:
+        """Forget a ``rec`` already out of its state's container (see :meth:`forget`)."""
         self.on_forget(rec)
         del self.jobs[rec.id]
         self.drop_unique(rec, held_only=False)
