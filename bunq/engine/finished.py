@@ -1,7 +1,7 @@
 """Finished jobs of one queue (completed, or failed in the DLQ), ordered by time.
 
 A :class:`~bunq._core.SkipList` of job ids scored by the time each job
-finished (its DLQ time for failed jobs), beside a dict id -> record. The
+finished (its DLQ time for failed jobs); the records are the shard's. The
 oldest is found in O(1); a time range — ``clean(grace)``, completed
 retention, DLQ age and auto-retry — costs O(log n + k), and a page of the
 newest (``get_jobs(completed|failed)``, ``dlq_list``) O(log n + k + ties),
@@ -26,15 +26,16 @@ class Finished:
 
     __slots__ = ("_recs", "_order")
 
-    def __init__(self) -> None:
-        self._recs: dict[str, Rec] = {}
+    def __init__(self, recs: dict[str, Rec]) -> None:
+        """:param recs: the shard's records (id -> record), where indexed ids are looked up."""
+        self._recs = recs
         self._order: SkipList[str] = SkipList()
 
     def __len__(self) -> int:
-        return len(self._recs)
+        return len(self._order)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._recs
+        return job_id in self._order
 
     def __iter__(self) -> Iterator[Rec]:
         """Iterate over a snapshot of the records, oldest first."""
@@ -43,7 +44,7 @@ class Finished:
 
     def get(self, job_id: str) -> Rec | None:
         """Return the record of ``job_id`` if it is here."""
-        return self._recs.get(job_id)
+        return self._recs[job_id] if job_id in self._order else None
 
     def add(self, rec: Rec, at: int, bound: float = math.inf) -> Rec | None:
         """Index ``rec`` as finished at ``at`` (ms).
@@ -51,17 +52,14 @@ class Finished:
         Past ``bound`` records the oldest is taken out again and returned (the
         caller forgets it); else None. One call, as a completion is the hot path.
         """
-        recs = self._recs
-        recs[rec.id] = rec
         order = self._order
         order.insert(rec.id, at)
-        if len(recs) <= bound:
+        if len(order) <= bound:
             return None
-        return recs.pop(order.pop_min()[0])
+        return self._recs[order.pop_min()[0]]
 
     def remove(self, rec: Rec) -> None:
-        """Drop ``rec`` (``KeyError`` if it is not here)."""
-        del self._recs[rec.id]
+        """Drop ``rec`` from the index (the caller removes the record)."""
         self._order.remove(rec.id)
 
     def oldest(self) -> Rec:
@@ -96,6 +94,5 @@ class Finished:
     def _check(self) -> None:
         """Assert the index and the records agree (tests; O(n))."""
         self._order._check()
-        assert len(self._order) == len(self._recs), "finished index and records differ"
         for jid in self._order:
             assert self._recs[jid].id == jid, jid

@@ -32,12 +32,13 @@ class QueueState:
         "n_children", "dlq_evicted", "version", "stuck",
     )  # fmt: skip
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, jobs: dict[str, Rec]) -> None:
+        """:param jobs: the shard's records (the finished-job indexes look ids up there)."""
         self.name = name
         self.lanes = Lanes()
         self.parked: dict[str, Rec] = {}
-        self.completed = Finished()
-        self.dlq = Finished()
+        self.completed = Finished(jobs)
+        self.dlq = Finished(jobs)
         self.paused = False
         self.limits: QueueLimits | None = None
         self.bucket: TokenBucket | None = None

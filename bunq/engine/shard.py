@@ -70,7 +70,7 @@ class Shard:
         """Return the state of queue ``name``, creating it."""
         q = self.queues.get(name)
         if q is None:
-            q = self.queues[name] = QueueState(name)
+            q = self.queues[name] = QueueState(name, self.jobs)
         return q
 
     def next_seq(self, now: int, count: int = 1) -> int:
