@@ -21,7 +21,8 @@
 # almost always after the last key: such an insert starts from the tails (a
 # NULL link's span gives the tail's rank) instead of walking every level.
 #
-# `_index` maps key -> (score, seq). It also owns the key objects: node.key
+# `_index` maps key -> the node's address (a Python int: one small object per
+# key, not a tuple of two). It also owns the key objects: node.key
 # is a borrowed pointer, valid exactly while the key is in `_index`, which
 # keeps keys visible to the cycle collector. A node is unlinked and freed
 # before its key leaves the dict.
@@ -188,7 +189,7 @@ cdef class SkipList:
         node = _new_node(h)
         if node == NULL:
             raise MemoryError()
-        self._index[key] = (score, seq)
+        self._index[key] = <size_t>node
         self._seq += 1
         if h > self._level:
             for i in range(self._level, h):
@@ -221,7 +222,8 @@ cdef class SkipList:
         t = self._index.get(key)
         if t is None:
             return False
-        x = self._find(t[0], t[1], update)
+        x = <SkipNode*><size_t>t
+        self._find(x.score, x.seq, update)  # fills the predecessors; returns x
         self._unlink(x, update)
         del self._index[key]
         return True
@@ -234,7 +236,7 @@ cdef class SkipList:
         t = self._index.get(key)
         if t is None:
             raise KeyError(key)
-        return t[0]
+        return (<SkipNode*><size_t>t).score
 
     def rank(self, key):
         """Return the 0-based position of ``key``; raise ``KeyError`` if absent.
@@ -249,7 +251,8 @@ cdef class SkipList:
         t = self._index.get(key)
         if t is None:
             raise KeyError(key)
-        score, seq = t
+        score = (<SkipNode*><size_t>t).score
+        seq = (<SkipNode*><size_t>t).seq
         for i in range(self._level - 1, -1, -1):
             while x.links[i].next != NULL and (
                 x.links[i].next.seq == seq or _less(x.links[i].next, score, seq)
@@ -391,7 +394,7 @@ cdef class SkipList:
                 raise AssertionError(f"order violated at rank {r}")
             if not 1 <= x.height <= self._max_level:
                 raise AssertionError(f"node height {x.height} out of range")
-            if self._index.get(<object>x.key) != (x.score, x.seq):
+            if self._index.get(<object>x.key) != <size_t>x:
                 raise AssertionError(f"node at rank {r} disagrees with the index")
             ranks[<size_t>x] = r
             prev = x
