@@ -181,8 +181,8 @@ class Shard:
     def to_ready(self, q: QueueState, rec: Rec) -> None:
         """Make a new ``rec`` ready at once: no delay, no TTL, no group (admission).
 
-        :meth:`to_waiting` narrowed to the ungrouped lane; the single add
-        spends about a tenth of its time in to_waiting otherwise.
+        :meth:`to_waiting` narrowed to what such a job needs: straight into
+        the ungrouped lane, no delayed heap, TTL heap or group lookup.
         """
         rec.state = WAITING
         rec.eseq = self.eseq = self.eseq + 1
