@@ -27,7 +27,8 @@ cdef class SkipList:
     cdef Py_ssize_t _len
     cdef uint32_t _rng            # xorshift32 state, never 0
     cdef unsigned long long _seq  # next insertion number
-    cdef dict _index              # key -> (score, seq)
+    cdef dict _index              # key -> node address (int)
+    cdef SkipNode* _tail[32]      # last node on each level below _level (head if none)
 
     cdef int _random_height(self) noexcept nogil
     cdef SkipNode* _find(self, double score, unsigned long long seq,

@@ -17,7 +17,12 @@
 # on-stack `update` arrays). Determinism makes failures reproducible; the
 # heights are invisible through the API.
 #
-# `_index` maps key -> (score, seq). It also owns the key objects: node.key
+# `_tail[i]` is the last node on level i. The engine inserts in time order,
+# almost always after the last key: such an insert starts from the tails (a
+# NULL link's span gives the tail's rank) instead of walking every level.
+#
+# `_index` maps key -> the node's address (a Python int: one small object per
+# key, not a tuple of two). It also owns the key objects: node.key
 # is a borrowed pointer, valid exactly while the key is in `_index`, which
 # keeps keys visible to the cycle collector. A node is unlinked and freed
 # before its key leaves the dict.
@@ -61,7 +66,7 @@ cdef class SkipList:
     Both raise ``ValueError`` when out of range.
 
     Complexity: insert/remove/rank/score lookup O(log n) expected,
-    range_by_score O(log n + k), pop_min O(max_level).
+    range_by_score and range_by_rank O(log n + k), pop_min O(max_level).
 
     >>> s = SkipList()
     >>> s.insert("b", 2.0); s.insert("a", 1.0); s.insert("c", 2.0)
@@ -79,6 +84,7 @@ cdef class SkipList:
         for i in range(MAX_HEIGHT):
             self._head.links[i].next = NULL
             self._head.links[i].span = 0
+            self._tail[i] = self._head
         self._level = 1
         self._index = {}
 
@@ -134,6 +140,8 @@ cdef class SkipList:
             if update[i].links[i].next == x:
                 update[i].links[i].span += x.links[i].span - 1
                 update[i].links[i].next = x.links[i].next
+                if x.links[i].next == NULL:
+                    self._tail[i] = update[i]
             else:
                 update[i].links[i].span -= 1
         while self._level > 1 and self._head.links[self._level - 1].next == NULL:
@@ -166,17 +174,22 @@ cdef class SkipList:
             raise ValueError("score must not be NaN")
         if key in self._index:
             raise ValueError(f"key already in skip list: {key!r}")
-        for i in range(self._level - 1, -1, -1):
-            rank[i] = 0 if i == self._level - 1 else rank[i + 1]
-            while x.links[i].next != NULL and _less(x.links[i].next, score, seq):
-                rank[i] += x.links[i].span
-                x = x.links[i].next
-            update[i] = x
+        if self._len and self._tail[0].score <= score:  # after the last key: no walk
+            for i in range(self._level):
+                update[i] = self._tail[i]
+                rank[i] = self._len - self._tail[i].links[i].span
+        else:
+            for i in range(self._level - 1, -1, -1):
+                rank[i] = 0 if i == self._level - 1 else rank[i + 1]
+                while x.links[i].next != NULL and _less(x.links[i].next, score, seq):
+                    rank[i] += x.links[i].span
+                    x = x.links[i].next
+                update[i] = x
         h = self._random_height()
         node = _new_node(h)
         if node == NULL:
             raise MemoryError()
-        self._index[key] = (score, seq)
+        self._index[key] = <size_t>node
         self._seq += 1
         if h > self._level:
             for i in range(self._level, h):
@@ -193,6 +206,8 @@ cdef class SkipList:
             update[i].links[i].next = node
             node.links[i].span = update[i].links[i].span - (rank[0] - rank[i])
             update[i].links[i].span = rank[0] - rank[i] + 1
+            if node.links[i].next == NULL:
+                self._tail[i] = node
         for i in range(h, self._level):
             update[i].links[i].span += 1
         self._len += 1
@@ -207,7 +222,8 @@ cdef class SkipList:
         t = self._index.get(key)
         if t is None:
             return False
-        x = self._find(t[0], t[1], update)
+        x = <SkipNode*><size_t>t
+        self._find(x.score, x.seq, update)  # fills the predecessors; returns x
         self._unlink(x, update)
         del self._index[key]
         return True
@@ -220,7 +236,7 @@ cdef class SkipList:
         t = self._index.get(key)
         if t is None:
             raise KeyError(key)
-        return t[0]
+        return (<SkipNode*><size_t>t).score
 
     def rank(self, key):
         """Return the 0-based position of ``key``; raise ``KeyError`` if absent.
@@ -235,7 +251,8 @@ cdef class SkipList:
         t = self._index.get(key)
         if t is None:
             raise KeyError(key)
-        score, seq = t
+        score = (<SkipNode*><size_t>t).score
+        seq = (<SkipNode*><size_t>t).seq
         for i in range(self._level - 1, -1, -1):
             while x.links[i].next != NULL and (
                 x.links[i].next.seq == seq or _less(x.links[i].next, score, seq)
@@ -271,6 +288,35 @@ cdef class SkipList:
             out.append((<object>x.key, x.score))
             x = x.links[0].next
             lim -= 1
+        return out
+
+    def range_by_rank(self, start, stop):
+        """Return ``(key, score)`` pairs of 0-based ranks ``start <= rank < stop``, ascending.
+
+        ``stop`` past the end is clamped; a negative bound is a ``ValueError``.
+
+        Complexity: O(log n + k) for k returned pairs (spans locate ``start``).
+        """
+        cdef Py_ssize_t lo = PyNumber_Index(start)
+        cdef Py_ssize_t hi = PyNumber_Index(stop)
+        cdef Py_ssize_t traversed = 0
+        cdef SkipNode* x = self._head
+        cdef int i
+        if lo < 0 or hi < 0:
+            raise ValueError(f"ranks must be >= 0, got {start!r}, {stop!r}")
+        if hi > self._len:
+            hi = self._len
+        out = []
+        if lo >= hi:
+            return out
+        for i in range(self._level - 1, -1, -1):  # to the node of 1-based rank lo + 1
+            while x.links[i].next != NULL and traversed + x.links[i].span <= lo + 1:
+                traversed += x.links[i].span
+                x = x.links[i].next
+        while x != NULL and lo < hi:
+            out.append((<object>x.key, x.score))
+            x = x.links[0].next
+            lo += 1
         return out
 
     def pop_min(self):
@@ -312,6 +358,7 @@ cdef class SkipList:
         for i in range(MAX_HEIGHT):
             self._head.links[i].next = NULL
             self._head.links[i].span = 0
+            self._tail[i] = self._head
         self._level = 1
         self._len = 0
         self._index.clear()
@@ -347,7 +394,7 @@ cdef class SkipList:
                 raise AssertionError(f"order violated at rank {r}")
             if not 1 <= x.height <= self._max_level:
                 raise AssertionError(f"node height {x.height} out of range")
-            if self._index.get(<object>x.key) != (x.score, x.seq):
+            if self._index.get(<object>x.key) != <size_t>x:
                 raise AssertionError(f"node at rank {r} disagrees with the index")
             ranks[<size_t>x] = r
             prev = x
@@ -372,3 +419,5 @@ cdef class SkipList:
                 if x.height <= i:
                     raise AssertionError(f"node of height {x.height} linked on level {i}")
                 r = nxt
+            if self._tail[i] != x:
+                raise AssertionError(f"tail of level {i} is not its last node")

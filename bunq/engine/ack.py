@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..codec import pack
 from ..job import Attempt, Lease, Settle
 from ..policy import FailDecision
 from ..validate import duration, storable
-from .core import Core, encode
+from .core import Core
 from .record import ACTIVE, CHILDREN, Rec
 from .shard import Shard
 
@@ -44,7 +45,7 @@ def complete_many(core: Core, items: Sequence[tuple[Lease, Any]]) -> list[Settle
     if not items:
         return []
     limit = core.max_payload
-    blobs = [None if r is None else encode(r, "result", limit) for _, r in items]
+    blobs = [None if r is None else pack(r, "result", limit) for _, r in items]
     out = [STALE] * len(items)
     by_shard: dict[Shard, list[int]] = {}
     route = core.route
@@ -104,7 +105,7 @@ def release(core: Core, recs: list[Rec]) -> None:
                     shard.touch(rec)
                     continue
                 q = shard.queues[rec.queue]
-                q.n_children -= 1
+                shard.leave_children(q, rec)
                 rec.run_at = now
                 shard.to_waiting(q, rec, now)
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..codec import options_from_blob, unpackb
-from ..codec import packb as _packb
+from ..codec import options_from_blob, pack, unpack
 from ..job import Attempt, FailureReason, JobState
 from ..queueconfig import DlqConfig, QueueLimits, from_stored
 from .record import Rec
@@ -51,13 +50,12 @@ def meta(rec: Rec) -> bytes:
     hist = None if rec.history is None else [
         (a.attempt, a.error, a.duration_ms, a.at, None if a.reason is None else a.reason.value)
         for a in rec.history]  # fmt: skip
-    out: bytes = _packb((
+    return pack((
         rec.name, rec.seq, rec.run_at, rec.created_at, rec.started_at, rec.finished_at,
         rec.attempts, rec.stalls, rec.token, rec.owner, rec.lease_until, rec.expire_at,
         rec.pending, rec.progress, rec.error, None if rec.reason is None else rec.reason.value,
         rec.dlq_at, rec.dlq_retries, hist,
-    ))  # fmt: skip
-    return out
+    ), "meta")  # fmt: skip
 
 
 def rec_from_row(row: tuple[Any, ...]) -> tuple[Rec, bytes | None]:
@@ -65,7 +63,7 @@ def rec_from_row(row: tuple[Any, ...]) -> tuple[Rec, bytes | None]:
     jid, queue, state, data, opts_blob, meta_blob, result = row
     (name, seq, run_at, created_at, started_at, finished_at, attempts, stalls, token, owner,
      lease_until, expire_at, pending, progress, error, reason, dlq_at, dlq_retries,
-     hist) = unpackb(meta_blob, raw=False)  # fmt: skip
+     hist) = unpack(meta_blob)  # fmt: skip
     opts = options_from_blob(bytes(opts_blob))
     rec = Rec(jid, queue, name, bytes(data), opts, seq, created_at, run_at)
     rec.state = _STATES[state]
@@ -86,24 +84,22 @@ def limits_blob(limits: QueueLimits | None) -> bytes | None:
     """Encode queue limits (None when unlimited)."""
     if limits is None:
         return None
-    out: bytes = _packb([limits.rate_max, limits.rate_duration, limits.concurrency,
-                         limits.group_concurrency, limits.group_rate_max,
-                         limits.group_rate_duration])  # fmt: skip
-    return out
+    return pack([limits.rate_max, limits.rate_duration, limits.concurrency,
+                 limits.group_concurrency, limits.group_rate_max,
+                 limits.group_rate_duration], "limits")  # fmt: skip
 
 
 def limits_from(blob: bytes | None) -> QueueLimits | None:
     """Decode queue limits."""
-    return None if blob is None else from_stored(QueueLimits, *unpackb(blob))
+    return None if blob is None else from_stored(QueueLimits, *unpack(blob))
 
 
 def dlq_blob(cfg: DlqConfig) -> bytes:
     """Encode DLQ settings."""
-    out: bytes = _packb([cfg.auto_retry, cfg.auto_retry_interval, cfg.max_auto_retries,
-                         cfg.max_age, cfg.max_entries])  # fmt: skip
-    return out
+    return pack([cfg.auto_retry, cfg.auto_retry_interval, cfg.max_auto_retries,
+                 cfg.max_age, cfg.max_entries], "dlq")  # fmt: skip
 
 
 def dlq_from(blob: bytes | None) -> DlqConfig:
     """Decode DLQ settings."""
-    return DlqConfig() if blob is None else from_stored(DlqConfig, *unpackb(blob))
+    return DlqConfig() if blob is None else from_stored(DlqConfig, *unpack(blob))

@@ -54,8 +54,9 @@ def drain(core: Core, queue: str) -> int:
 def clean(core: Core, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
     """Remove up to ``limit`` jobs in ``state`` older than ``grace_ms``; return their ids.
 
-    completed/failed jobs are aged by when they finished, waiting/delayed ones
-    by when they were created (oldest first).
+    completed/failed jobs are aged by when they finished (found through their
+    time index in O(log n + limit)), waiting/delayed ones by when they were
+    created (oldest first; a scan of the shard).
 
     :raises ConfigError: ``state`` is active, waiting-children or paused.
     """
@@ -72,9 +73,8 @@ def clean(core: Core, queue: str, grace_ms: int, limit: int, state: JobState) ->
         before = now - grace_ms
         recs: list[Rec]
         if state is JobState.COMPLETED or state is JobState.FAILED:
-            source = q.completed if state is JobState.COMPLETED else q.dlq
-            recs = [r for r in source.values() if (r.finished_at or r.created_at) <= before]
-            recs.sort(key=lambda r: r.finished_at or r.created_at)
+            finished = q.completed if state is JobState.COMPLETED else q.dlq
+            recs = finished.until(before, max(limit, 0))  # O(log n + limit)
         else:
             delayed = state is JobState.DELAYED
             recs = [r for r in shard.jobs.values()
@@ -101,9 +101,7 @@ def obliterate(core: Core, queue: str, force: bool = False) -> None:
             raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
         for rec in [r for r in shard.jobs.values() if r.queue == queue]:
             shard.forget(q, rec)
-        del shard.queues[queue]
-        if shard.dirty_queues is not None:
-            shard.dirty_queues.add(queue)
+        shard.drop_queue(queue)
 
 
 def set_limits(core: Core, queue: str, limits: QueueLimits) -> None:

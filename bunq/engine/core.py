@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from .._core import BoundedSet, LRUCache, shard_for
-from ..codec import pack
-from ..codec import packb as _packb
 from ..errors import DependencyError
 from ..job import now_ms
 from ..validate import queue_name as check_queue_name
@@ -53,21 +51,6 @@ class Store(Protocol):
     def wlock(self) -> threading.Lock:
         """Serialises capture + commit; taken before any shard lock."""
         ...
-
-
-def encode(value: Any, what: str, limit: int) -> bytes:
-    """Encode ``value`` as msgpack; the same errors as the SQL backends.
-
-    The fast path calls msgpack directly; any problem is re-raised through
-    :func:`bunq.codec.pack` so messages and types are identical.
-    """
-    try:
-        blob: bytes = _packb(value)
-    except (TypeError, ValueError, OverflowError):
-        return pack(value, what, limit)
-    if len(blob) > limit:
-        return pack(value, what, limit)
-    return blob
 
 
 @contextmanager

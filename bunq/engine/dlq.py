@@ -22,7 +22,7 @@ TTL_EXPIRED = FailureReason.TTL_EXPIRED
 
 def revive(shard: Shard, q: QueueState, rec: Rec, now: int, auto: bool) -> None:
     """Move a DLQ entry back to waiting with fresh attempts and stalls."""
-    del q.dlq[rec.id]
+    shard.displace(q, rec)
     rec.attempts = 0
     rec.stalls = 0
     rec.finished_at = None
@@ -41,9 +41,8 @@ def dlq_list(core: Core, queue: str, limit: int = 100, offset: int = 0) -> list[
         if q is None:
             return []
         now = core.clock()
-        recs = sorted(q.dlq.values(), key=lambda r: (-(r.dlq_at or 0), -r.signed_seq()))
         out = []
-        for rec in recs[offset : offset + min(limit, MAX_PAGE)]:
+        for rec in q.dlq.newest(offset, min(limit, MAX_PAGE)):
             job = snapshot(rec, now, history=True)
             out.append(DlqEntry(job, rec.reason or FailureReason.UNKNOWN, rec.error,
                                 job.history, rec.dlq_at or 0, rec.dlq_retries))  # fmt: skip
@@ -59,7 +58,7 @@ def dlq_retry(core: Core, queue: str, job_id: JobId | None = None) -> int:
             return 0
         now = core.clock()
         if job_id is None:
-            recs = list(q.dlq.values())
+            recs = list(q.dlq)
         else:
             one = q.dlq.get(job_id)
             recs = [] if one is None else [one]
@@ -75,7 +74,7 @@ def dlq_purge(core: Core, queue: str) -> int:
         q = shard.queues.get(queue)
         if q is None:
             return 0
-        recs = list(q.dlq.values())
+        recs = list(q.dlq)
         for rec in recs:
             shard.forget(q, rec)
     return len(recs)
@@ -123,30 +122,21 @@ def maintain(shard: Shard, q: QueueState, now: int) -> tuple[int, int]:
     the oldest beyond ``max_entries``.
     """
     cfg = q.dlq_config
-    dropped, q.dlq_evicted = q.dlq_evicted, 0
+    dropped = q.take_evicted()
     retried = 0
     if not q.dlq:
         return retried, dropped
     if cfg.auto_retry:
-        before = now - cfg.auto_retry_interval
-        due = []
-        for rec in q.dlq.values():  # oldest first: stop at the first one too young
-            if (rec.dlq_at or 0) > before:
-                break
-            if rec.dlq_retries < cfg.max_auto_retries and rec.reason is not TTL_EXPIRED:
-                due.append(rec)
+        due = [r for r in q.dlq.until(now - cfg.auto_retry_interval)
+               if r.dlq_retries < cfg.max_auto_retries and r.reason is not TTL_EXPIRED]  # fmt: skip
         for rec in due:
             revive(shard, q, rec, now, auto=True)
         retried = len(due)
     if cfg.max_age is not None:
-        before = now - cfg.max_age
-        while q.dlq:
-            oldest = next(iter(q.dlq.values()))
-            if (oldest.dlq_at or 0) >= before:
-                break
-            shard.forget(q, oldest)
+        for rec in q.dlq.until(now - cfg.max_age - 1):  # older than max_age
+            shard.forget(q, rec)
             dropped += 1
     while len(q.dlq) > max(cfg.max_entries, 0):
-        shard.forget(q, next(iter(q.dlq.values())))
+        shard.forget(q, q.dlq.oldest())
         dropped += 1
     return retried, dropped

@@ -113,6 +113,12 @@ class Engine(Core):
             self._maintenance.stop()
             self._maintenance = None
 
+    def _check(self) -> None:
+        """Assert every shard's invariants (:meth:`Shard._check`); O(records), for tests."""
+        for shard in self.shards:
+            with shard.lock:
+                shard._check()
+
     def close(self) -> None:
         """Stop background work. The engine's state is dropped with the object."""
         self.stop_maintenance()

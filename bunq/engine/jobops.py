@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..codec import pack
 from ..errors import JobNotFound
 from ..job import Attempt, FailureReason, JobId, JobState, check_options
 from ..jobrules import (
@@ -30,7 +31,7 @@ from ..jobrules import (
     check_priority,
     expect,
 )
-from .core import Core, encode
+from .core import Core
 from .dlq import revive
 from .record import ACTIVE, FAILED, WAITING, Rec
 from .shard import Shard
@@ -78,7 +79,7 @@ def retry_job(core: Core, job_id: JobId) -> None:
         if rec.state is FAILED:
             revive(shard, q, rec, now, auto=False)
             return
-        del q.completed[rec.id]
+        shard.displace(q, rec)
         with core.xlock:
             core.results.pop(rec.id)
         rec.attempts = rec.stalls = 0
@@ -163,7 +164,7 @@ def change_delay(core: Core, job_id: JobId, delay: int) -> None:
 
 def update_data(core: Core, job_id: JobId, data: Any) -> None:
     """Replace the payload of a job that has not finished."""
-    blob = encode(data, "data", core.max_payload)
+    blob = pack(data, "data", core.max_payload)
 
     def op(shard: Shard, rec: Rec, now: int) -> None:
         expect(job_id, _state(rec, now), UPDATABLE, "update")

@@ -16,11 +16,11 @@ from __future__ import annotations
 import math
 import os
 
-from ..codec import unpackb as _unpackb
+from ..codec import unpack
 from ..job import Lease
 from ..validate import lease_args
 from .core import Core
-from .record import ACTIVE, make_job, make_lease
+from .record import ACTIVE, job_of, lease_of
 
 
 def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
@@ -46,29 +46,24 @@ def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> lis
         n = q.admissible(n, now_s)
         if n <= 0:
             return out
-        lanes, jobs, limits, parked = q.lanes, shard.jobs, q.limits, q.parked
+        lanes, jobs, limits = q.lanes, shard.jobs, q.limits
         blocked: set[str] = set()
         until = now + lease_ms
         to_active = shard.to_active
         while len(out) < n:
             jid = lanes.pick(jobs, limits, now_s, blocked)
             if jid is None:
-                if q.n_waiting > len(parked):
+                if q.n_waiting > len(q.parked):
                     q.stuck = q.version  # only blocked groups left: wait() must not spin
                 break
             rec = jobs[jid]
             expire_at = rec.expire_at
             if expire_at is not None and expire_at <= now:
-                parked[jid] = rec
+                q.park(rec)
                 continue
-            q.n_waiting -= 1
             to_active(q, rec, now, token, until, owner)
-            job = make_job(jid, rec.queue, rec.name,
-                           _unpackb(rec.data, raw=False, strict_map_key=False), ACTIVE,
-                           rec.opts, rec.attempts, rec.created_at, rec.run_at, now,
-                           rec.finished_at, rec.progress, None, rec.error, rec.reason, (),
-                           rec.stalls)  # fmt: skip
-            out.append(make_lease(job, token, rec.attempts, until, owner))
+            job = job_of(rec, ACTIVE, unpack(rec.data))
+            out.append(lease_of(job, token, rec.attempts, until, owner))
         if out and q.bucket is not None:
             q.bucket.try_acquire(now_s, len(out))
     if out and core.store is not None:

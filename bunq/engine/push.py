@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from ..codec import packb as _packb
+from ..codec import pack
 from ..errors import DependencyError, DuplicateJob
 from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
-from .core import Core, encode, paused_gc
-from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, make_job, snapshot
+from .core import Core, paused_gc
+from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
@@ -31,6 +31,10 @@ BULK = 64  # calls with this many jobs pause the cyclic GC (see core.paused_gc)
 
 def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     """Admit ``jobs`` atomically; return them as stored (see :meth:`Backend.add`).
+
+    Two paths: jobs of one shard with nothing to look up (no custom id,
+    unique key, dependency, parent or durability) take :func:`_add_plain`
+    under that shard's lock; any other call takes :func:`_add_locked`.
 
     :raises ConfigError: a bad queue name (nothing admitted).
     :raises ValidationError: a bad job name or unserialisable data.
@@ -44,43 +48,62 @@ def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     if core.store is not None:
         core.store.admit()  # backpressure first: a refused add has changed nothing
     if len(jobs) == 1:
-        job = jobs[0]
-        o = job.opts
-        if (o.job_id is None and o.unique_key is None and not o.depends_on
-                and not o.parent_id and not o.durable):  # fmt: skip
-            return _add_single(core, job)
+        o = jobs[0].opts
+        if not (o.job_id is not None or o.unique_key is not None or o.depends_on
+                or o.parent_id or o.durable):  # fmt: skip
+            return _add_one(core, jobs[0])
     if len(jobs) < BULK:
-        return _add_many(core, jobs)
+        return _add(core, jobs)
     with paused_gc():
-        return _add_many(core, jobs)
+        return _add(core, jobs)
 
 
-def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
+def _add_one(core: Core, job: NewJob) -> list[Job]:
+    """:func:`_add_plain` for one job, inlined: a producer adding jobs one by one.
+
+    3.3 us instead of 4.5 us per add without the batch machinery (``push.add``
+    of one job, process time, engine alone, the same machine).
+    """
+    shard = core.route(job.queue)
+    blob = pack(job.data, "data", core.max_payload)
+    o = job.opts
+    with shard.lock:
+        now = core.clock()
+        if now >= shard.next_due:
+            shard.promote(now)  # due delayed jobs enter their lanes before new ones
+        jid = job.id
+        records = shard.jobs
+        if jid in records:
+            raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
+        delay = o.delay
+        rec = Rec(jid, job.queue, job.name, blob, o, shard.next_seq(now), now, now + delay)
+        records[jid] = rec
+        q = shard.queues.get(job.queue) or shard.queue(job.queue)
+        if delay or o.ttl is not None or o.group is not None:
+            shard.to_waiting(q, rec, now)
+        else:
+            shard.to_ready(q, rec)
+        out = [admitted(rec, DELAYED if delay else WAITING, job.data)]
+    if core.store is not None:
+        core.store.kick()
+    return out
+
+
+def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     route = core.route
-    names = {job.queue for job in jobs}
-    shards = {route(name) for name in names}  # every queue name is checked first
-    limit = core.max_payload
-    blobs = [_blob(job, limit) for job in jobs]
-    plain = len(shards) == 1
-    for job in jobs:
+    shard = route(jobs[0].queue)
+    plain = True
+    for job in jobs:  # every queue name is checked before anything else
         o = job.opts
-        if (o.durable or o.job_id is not None or o.unique_key is not None or o.depends_on
-                or o.parent_id):  # fmt: skip
+        if (job.queue != jobs[0].queue and route(job.queue) is not shard) or (
+                o.job_id is not None or o.unique_key is not None or o.depends_on
+                or o.parent_id or o.durable):  # fmt: skip
             plain = False
-            break
+    limit = core.max_payload
+    blobs = [pack(job.data, "data", limit) for job in jobs]
     durable = False
     if plain:
-        shard = shards.pop()
-        with shard.lock:
-            now = core.clock()
-            if now >= shard.next_due:
-                shard.promote(now)  # due delayed jobs enter their lanes before new ones
-            if len(jobs) == 1:
-                out = [_insert(shard, jobs[0], blobs[0], now)]
-            elif len(names) == 1:
-                out = _insert_many(shard, jobs, blobs, now)
-            else:
-                out = _insert_all(shard, jobs, blobs, now)
+        out = _add_plain(core, shard, jobs, blobs)
     else:
         durable = any(job.opts.durable for job in jobs)
         out = _add_locked(core, jobs, blobs, durable)
@@ -90,118 +113,43 @@ def _add_many(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     return out
 
 
-def _add_single(core: Core, job: NewJob) -> list[Job]:
-    # One plain job: the path of a producer adding jobs one by one.
-    shard = core.route(job.queue)
-    blob = _blob(job, core.max_payload)
+def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
+               blobs: list[bytes]) -> list[Job]:  # fmt: skip
+    """Insert jobs with no lookups into their one shard, all or none.
+
+    A job ready at once with no TTL and no group takes :meth:`Shard.to_ready`
+    (the ungrouped lane directly); any other job :meth:`Shard.to_waiting`.
+    """
+    out: list[Job] = []
+    append = out.append
     with shard.lock:
         now = core.clock()
         if now >= shard.next_due:
-            shard.promote(now)
-        out = [_insert(shard, job, blob, now)]
-    store = core.store
-    if store is not None:
-        store.kick()
-    return out
-
-
-def _blob(job: NewJob, limit: int) -> bytes:
-    """Encode the job's data (the SQL backends' errors)."""
-    try:
-        blob: bytes = _packb(job.data)
-    except (TypeError, ValueError, OverflowError):
-        return encode(job.data, "data", limit)
-    if len(blob) > limit:
-        encode(job.data, "data", limit)  # raises PayloadTooLarge
-    return blob
-
-
-def _insert(shard: Shard, job: NewJob, blob: bytes, now: int) -> Job:
-    # A job with no lookups: a new record, waiting or delayed (shard lock held). The
-    # ready-at-once case is Shard.to_waiting inlined (the single-add hot path).
-    jid = job.id
-    records = shard.jobs
-    if jid in records:
-        raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
-    o = job.opts
-    queue = job.queue
-    base = now << 12
-    seq = shard.seq = base if base > shard.seq else shard.seq + 1
-    delay = o.delay
-    rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
-    records[jid] = rec
-    q = shard.queues.get(queue) or shard.queue(queue)
-    if delay or o.ttl is not None or o.group is not None:
-        shard.to_waiting(q, rec, now)
-    else:
-        rec.eseq = shard.eseq = shard.eseq + 1
-        q.lanes.ready.push(jid, o.priority, o.lifo, rec.eseq)
-        q.n_waiting += 1
-        q.version += 1
-        if q.nwait:
-            q.condition(shard.lock).notify_all()
-        if shard.dirty is not None:
-            shard.dirty[jid] = rec
-    return make_job(jid, queue, job.name, job.data, DELAYED if delay else WAITING, o, 0, now,
-                    now + delay, None, None, 0, None, None, None, (), 0)  # fmt: skip
-
-
-def _insert_many(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: int) -> list[Job]:
-    """Insert a bulk of plain jobs of one queue (shard lock held), all or none.
-
-    The hot path of ``add_bulk``, inlined: a job that is ready at once, with no
-    TTL and no group, goes straight into the ungrouped lane here; any other
-    job takes the general :meth:`Shard.to_waiting`.
-    """
-    queue = jobs[0].queue
-    q = shard.queues.get(queue) or shard.queue(queue)
-    records, ready, dirty = shard.jobs, q.lanes.ready, shard.dirty
-    push = ready.push
-    out: list[Job] = []
-    append = out.append
-    base = now << 12
-    ready_now = 0
-    try:
-        for job, blob in zip(jobs, blobs, strict=True):
-            jid = job.id
-            if jid in records:
-                raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
-            o = job.opts
-            seq = shard.seq = base if base > shard.seq else shard.seq + 1
-            delay = o.delay
-            rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
-            records[jid] = rec
-            if delay or o.ttl is not None or o.group is not None:
-                shard.to_waiting(q, rec, now)
-            else:
-                shard.eseq += 1
-                rec.eseq = shard.eseq
-                push(jid, o.priority, o.lifo, rec.eseq)
-                ready_now += 1
-                if dirty is not None:
-                    dirty[jid] = rec
-            append(make_job(jid, queue, job.name, job.data, DELAYED if delay else WAITING, o, 0,
-                            now, now + delay, None, None, 0, None, None, None, (), 0))  # fmt: skip
-    except BaseException:
-        q.n_waiting += ready_now
-        for job in jobs[: len(out)]:  # all or none
-            shard.forget(q, records[job.id])
-        raise
-    if ready_now:
-        q.n_waiting += ready_now
-        q.wake(shard.lock)
-    return out
-
-
-def _insert_all(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: int) -> list[Job]:
-    out: list[Job] = []
-    try:
-        for job, blob in zip(jobs, blobs, strict=True):
-            out.append(_insert(shard, job, blob, now))
-    except BaseException:
-        for job in jobs[: len(out)]:  # all or none
-            shard.forget(shard.queues[job.queue], shard.jobs[job.id])
-        raise
+            shard.promote(now)  # due delayed jobs enter their lanes before new ones
+        records, queues, queue_of = shard.jobs, shard.queues, shard.queue
+        seq = shard.next_seq(now, len(jobs)) - 1
+        to_ready = shard.to_ready
+        try:
+            for job, blob in zip(jobs, blobs, strict=True):
+                seq += 1
+                jid = job.id
+                if jid in records:
+                    raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
+                o = job.opts
+                queue = job.queue
+                delay = o.delay
+                rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
+                records[jid] = rec
+                q = queues.get(queue) or queue_of(queue)
+                if delay or o.ttl is not None or o.group is not None:
+                    shard.to_waiting(q, rec, now)
+                else:
+                    to_ready(q, rec)
+                append(admitted(rec, DELAYED if delay else WAITING, job.data))
+        except BaseException:
+            for job in jobs[: len(out)]:  # all or none
+                shard.forget(shard.queues[job.queue], records[job.id])
+            raise
     return out
 
 
@@ -284,8 +232,7 @@ def _admit(core: Core, shard: Shard, job: NewJob, blob: bytes, now: int, undo: U
         state = DELAYED if o.delay else WAITING
     if o.parent_id is not None:
         core.children.setdefault(o.parent_id, {})[job.id] = job.queue
-    return make_job(job.id, job.queue, job.name, job.data, state, o, 0, now, run_at, None, None,
-                    0, None, None, None, (), 0)  # fmt: skip
+    return admitted(rec, state, job.data)
 
 
 def _lookups(core: Core, shard: Shard, job: NewJob, now: int, undo: Undo) -> Job | None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 from .._core import TokenBucket
 from ..queueconfig import DlqConfig, QueueLimits
+from .finished import Finished
 from .lanes import Lanes
 from .record import Rec
 
@@ -20,8 +20,10 @@ class QueueState:
     ``n_waiting`` (ready lanes plus ``parked`` jobs whose TTL ran out at the
     head of a lane; the next sweep moves those to the DLQ), ``n_delayed``
     (in the shard's delayed heap), ``n_active`` and ``n_children``. Completed
-    jobs and DLQ entries are insertion-ordered (finish order), so the oldest
-    is dropped in O(1) when a bound is reached.
+    jobs and DLQ entries are indexed by time (:class:`~bunq.engine.finished.Finished`),
+    so the oldest is dropped in O(1) when a bound is reached and a time range
+    is found in O(log n + k). The counters move only through the shard's
+    transition methods (:class:`~bunq.engine.shard.Shard`).
     """
 
     __slots__ = (
@@ -30,12 +32,13 @@ class QueueState:
         "n_children", "dlq_evicted", "version", "stuck",
     )  # fmt: skip
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, jobs: dict[str, Rec]) -> None:
+        """:param jobs: the shard's records (the finished-job indexes look ids up there)."""
         self.name = name
         self.lanes = Lanes()
         self.parked: dict[str, Rec] = {}
-        self.completed: OrderedDict[str, Rec] = OrderedDict()
-        self.dlq: OrderedDict[str, Rec] = OrderedDict()
+        self.completed = Finished(jobs)
+        self.dlq = Finished(jobs)
         self.paused = False
         self.limits: QueueLimits | None = None
         self.bucket: TokenBucket | None = None
@@ -58,6 +61,15 @@ class QueueState:
         """Return how many jobs the queue holds in any state."""
         return (self.n_waiting + self.n_delayed + self.n_active + self.n_children
                 + len(self.completed) + len(self.dlq))  # fmt: skip
+
+    def take_evicted(self) -> int:
+        """Return how many DLQ entries were dropped at entry since the last call."""
+        n, self.dlq_evicted = self.dlq_evicted, 0
+        return n
+
+    def park(self, rec: Rec) -> None:
+        """Set aside a ready ``rec`` whose TTL ran out (still counted waiting)."""
+        self.parked[rec.id] = rec
 
     def idle(self) -> bool:
         """True when the queue can be dropped: no jobs, no settings, no waiters."""

@@ -13,7 +13,6 @@ share ``WAITING`` (as in the SQL backends) and a job is *delayed* while
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -99,32 +98,86 @@ class Rec:
         return -self.seq if self.lifo else self.seq
 
 
-def _factory(cls: type[Any]) -> Callable[..., Any]:
-    """Build a positional constructor for the frozen, slotted dataclass ``cls``.
+# Job and Lease are frozen, slotted dataclasses: their ``__init__`` sets each field
+# through ``object.__setattr__``. Setting the slots through their member descriptors
+# builds an equal object in about 40% of the time (0.78 us against 1.86 us for a
+# Job with keywords, /tmp micro-benchmark on the dev machine), and the engine builds
+# one Job (and Lease) per job added or leased. ``tests/engine`` checks that both
+# builders give objects equal to the real constructors', so a field added to Job
+# and missed here fails there.
+_new = object.__new__
+(_id, _queue, _name, _data, _state, _opts, _attempts, _created_at, _run_at, _started_at,
+ _finished_at, _progress, _result, _error, _reason, _history, _stalls) = (
+    getattr(Job, f.name).__set__ for f in fields(Job))  # fmt: skip
+_job, _token, _attempt, _expires_at, _owner = (
+    getattr(Lease, f.name).__set__ for f in fields(Lease))  # fmt: skip
 
-    A frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__``; setting the slots through their member descriptors
-    builds an equal object in about half the time, and the engine builds one
-    Job (and Lease) per job leased or added. The field list is read from the
-    dataclass, so a field added to :class:`~bunq.job.Job` cannot be missed
-    (``tests/engine`` checks equality with the real constructor).
+
+def job_of(rec: Rec, state: JobState, data: Any, result: Any = None,
+           history: tuple[Attempt, ...] = ()) -> Job:  # fmt: skip
+    """Build the public :class:`~bunq.job.Job` of ``rec`` as it is now.
+
+    :param state: the public state (``DELAYED`` is derived by the caller).
+    :param data: the decoded payload (the caller's own object at admission).
     """
-    names = [f.name for f in fields(cls)]
-    body = "".join(f"    _set_{n}(obj, {n})\n" for n in names)
-    src = f"def make({', '.join(names)}):\n    obj = _new(_cls)\n{body}    return obj\n"
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    scope.update({f"_set_{n}": getattr(cls, n).__set__ for n in names})
-    exec(src, scope)  # generated from the dataclass's own field names
-    make: Callable[..., Any] = scope["make"]
-    make.__doc__ = f"Build a {cls.__name__} from all its fields, positionally."
-    return make
+    job = _new(Job)
+    _id(job, rec.id)
+    _queue(job, rec.queue)
+    _name(job, rec.name)
+    _data(job, data)
+    _state(job, state)
+    _opts(job, rec.opts)
+    _attempts(job, rec.attempts)
+    _created_at(job, rec.created_at)
+    _run_at(job, rec.run_at)
+    _started_at(job, rec.started_at)
+    _finished_at(job, rec.finished_at)
+    _progress(job, rec.progress)
+    _result(job, result)
+    _error(job, rec.error)
+    _reason(job, rec.reason)
+    _history(job, history)
+    _stalls(job, rec.stalls)
+    return job
 
 
-#: ``make_job(id, queue, name, data, state, opts, attempts, created_at, run_at,
-#: started_at, finished_at, progress, result, error, reason, history, stalls)``
-make_job: Callable[..., Job] = _factory(Job)
-#: ``make_lease(job, token, attempt, expires_at, owner)``
-make_lease: Callable[..., Lease] = _factory(Lease)
+def admitted(rec: Rec, state: JobState, data: Any) -> Job:
+    """Build the :class:`~bunq.job.Job` of a ``rec`` just admitted (:func:`job_of`, less work).
+
+    Nothing has happened to it yet: no attempt, start, finish, progress,
+    result, error or history (a fifth of the single add's time is building
+    its Job).
+    """
+    job = _new(Job)
+    _id(job, rec.id)
+    _queue(job, rec.queue)
+    _name(job, rec.name)
+    _data(job, data)
+    _state(job, state)
+    _opts(job, rec.opts)
+    _attempts(job, 0)
+    _created_at(job, rec.created_at)
+    _run_at(job, rec.run_at)
+    _started_at(job, None)
+    _finished_at(job, None)
+    _progress(job, 0)
+    _result(job, None)
+    _error(job, None)
+    _reason(job, None)
+    _history(job, ())
+    _stalls(job, 0)
+    return job
+
+
+def lease_of(job: Job, token: str, attempt: int, expires_at: int, owner: str) -> Lease:
+    """Build a :class:`~bunq.job.Lease` (as ``Lease(...)``, in less time)."""
+    lease = _new(Lease)
+    _job(lease, job)
+    _token(lease, token)
+    _attempt(lease, attempt)
+    _expires_at(lease, expires_at)
+    _owner(lease, owner)
+    return lease
 
 
 def snapshot(rec: Rec, now: int, result: Any = None, history: bool = False) -> Job:
@@ -137,7 +190,4 @@ def snapshot(rec: Rec, now: int, result: Any = None, history: bool = False) -> J
     if state is WAITING and rec.run_at > now:
         state = DELAYED
     hist = tuple(rec.history) if history and rec.history else ()
-    return make_job(rec.id, rec.queue, rec.name,
-                    unpack(rec.data), state, rec.opts,
-                    rec.attempts, rec.created_at, rec.run_at, rec.started_at, rec.finished_at,
-                    rec.progress, result, rec.error, rec.reason, hist, rec.stalls)  # fmt: skip
+    return job_of(rec, state, unpack(rec.data), result, hist)

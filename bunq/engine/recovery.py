@@ -55,7 +55,7 @@ def recover(core: Core, conn: apsw.Connection) -> int:
     present = {r.id: r for r in recs}
     for rec in finished + pending:
         shard = core.route(rec.queue)
-        shard.seq = max(shard.seq, rec.seq)
+        shard.restored_seq(rec.seq)
         if rec.state is ACTIVE:
             _charge_stall(core, rec, now)
         if rec.state is CHILDREN:

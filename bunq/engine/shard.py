@@ -2,20 +2,22 @@
 
 All state of a shard is guarded by ``shard.lock``; every method here expects
 the caller to hold it. The transition methods are the only code that moves a
-record between containers, so the per-queue counters stay exact:
+record between containers or changes a counter, so the per-queue counters stay
+exact; :meth:`Shard._check` recounts them (the tests run it after every step):
 
 =========  ==========================================================
 state      container
 =========  ==========================================================
 waiting    ``delayed`` heap (run_at > now), a ready lane, or ``parked``
 active     ``active`` (scanned by the stall sweep)
-completed  ``QueueState.completed`` (bounded, finish order)
-failed     ``QueueState.dlq`` (bounded by the queue's DLQ max_entries)
+completed  ``QueueState.completed`` (bounded; indexed by finish time)
+failed     ``QueueState.dlq`` (bounded by the queue's DLQ max_entries; by DLQ time)
 children   counted only; the engine's dependency index points at it
 =========  ==========================================================
 
 When a write-behind store is attached, every changed record is noted in
-``dirty`` (id -> record, or None once removed) and written in batches.
+``dirty`` (id -> record, or None once removed) and written in batches
+(:meth:`Shard.take_changes`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .qstate import QueueState
 from .record import ACTIVE, CHILDREN, COMPLETED, FAILED, WAITING, Rec
 
 UniqueKey = tuple[str, str]  # (queue, key)
+Changes = tuple[dict[str, Rec | None], dict[UniqueKey, list[object] | None], set[str]]
 
 
 class Shard:
@@ -67,14 +70,23 @@ class Shard:
         """Return the state of queue ``name``, creating it."""
         q = self.queues.get(name)
         if q is None:
-            q = self.queues[name] = QueueState(name)
+            q = self.queues[name] = QueueState(name, self.jobs)
         return q
 
-    def next_seq(self, now: int) -> int:
-        """Return a fresh admission number (time-ordered)."""
+    def next_seq(self, now: int, count: int = 1) -> int:
+        """Reserve ``count`` fresh admission numbers (time-ordered); return the first.
+
+        The numbers are the returned one and the ``count - 1`` that follow it.
+        """
         base = now << 12
-        seq = self.seq = base if base > self.seq else self.seq + 1
-        return seq
+        first = base if base > self.seq else self.seq + 1
+        self.seq = first + count - 1
+        return first
+
+    def restored_seq(self, seq: int) -> None:
+        """Note a restored record's admission number: new numbers come after it."""
+        if seq > self.seq:
+            self.seq = seq
 
     def touch(self, rec: Rec) -> None:
         """Note that ``rec`` changed (for the write-behind store)."""
@@ -86,6 +98,41 @@ class Shard:
         q.has_row = True
         if self.dirty_queues is not None:
             self.dirty_queues.add(q.name)
+
+    def drop_queue(self, name: str) -> None:
+        """Forget queue ``name`` and its settings (its jobs must be gone)."""
+        del self.queues[name]
+        if self.dirty_queues is not None:
+            self.dirty_queues.add(name)
+
+    def drop_idle_queues(self) -> None:
+        """Forget queues with no jobs, settings or waiters (nothing to write: no row)."""
+        for name in [n for n, q in self.queues.items() if q.idle()]:
+            del self.queues[name]
+
+    # -- write-behind ------------------------------------------------------------------------
+    def track_changes(self) -> None:
+        """Start noting changes for a write-behind store (nothing noted yet)."""
+        self.dirty, self.dirty_unique, self.dirty_queues = {}, {}, set()
+
+    def take_changes(self) -> Changes:
+        """Hand over the changes noted so far (records, unique keys, queues); start afresh."""
+        taken = (self.dirty or {}, self.dirty_unique or {}, self.dirty_queues or set())
+        self.track_changes()
+        return taken
+
+    def give_back(self, changes: Changes) -> None:
+        """Note again changes taken but not written, unless newer ones superseded them."""
+        dirty, uniq, names = changes
+        if self.dirty is None:
+            return
+        for jid, rec in dirty.items():
+            self.dirty.setdefault(jid, rec)
+        if self.dirty_unique is not None:
+            for key, entry in uniq.items():
+                self.dirty_unique.setdefault(key, entry)
+        if self.dirty_queues is not None:
+            self.dirty_queues |= names
 
     # -- time ------------------------------------------------------------------------------
     def promote(self, now: int) -> None:
@@ -131,9 +178,26 @@ class Shard:
             q.parked.pop(rec.id, None)
         q.n_waiting -= 1
 
+    def to_ready(self, q: QueueState, rec: Rec) -> None:
+        """Make a new ``rec`` ready at once: no delay, no TTL, no group (admission).
+
+        :meth:`to_waiting` narrowed to what such a job needs: straight into
+        the ungrouped lane, no delayed heap, TTL heap or group lookup.
+        """
+        rec.state = WAITING
+        rec.eseq = self.eseq = self.eseq + 1
+        q.lanes.ready.push(rec.id, rec.priority, rec.lifo, rec.eseq)
+        q.n_waiting += 1
+        q.version += 1
+        if q.nwait:
+            q.condition(self.lock).notify_all()
+        if self.dirty is not None:
+            self.dirty[rec.id] = rec
+
     def to_active(self, q: QueueState, rec: Rec, now: int, token: str, until: int,
                   owner: str) -> None:  # fmt: skip
-        """Lease a ready ``rec`` (already out of its lane): one attempt is spent."""
+        """Lease a ready ``rec`` (:meth:`Lanes.pick` took it out of its lane): one attempt."""
+        q.n_waiting -= 1
         rec.state = ACTIVE
         rec.attempts += 1
         rec.token = token
@@ -170,22 +234,22 @@ class Shard:
         rec.state = COMPLETED
         rec.finished_at = now
         rec.error = None
-        q.completed[rec.id] = rec
         if self.dirty is not None:
             self.dirty[rec.id] = rec
-        if len(q.completed) > self.config.completed_max_count:
-            self.forget(q, next(iter(q.completed.values())))
+        evicted = q.completed.add(rec, now, self.config.completed_max_count)
+        if evicted is not None:
+            self.drop(evicted)
 
     def to_failed(self, q: QueueState, rec: Rec, now: int) -> None:
         """Move ``rec`` into the DLQ; drop the oldest entry beyond ``max_entries``."""
         rec.state = FAILED
         rec.finished_at = now
         rec.dlq_at = now
-        q.dlq[rec.id] = rec
         if self.dirty is not None:
             self.dirty[rec.id] = rec
-        if len(q.dlq) > max(q.dlq_config.max_entries, 0):
-            self.forget(q, next(iter(q.dlq.values())))
+        evicted = q.dlq.add(rec, now, max(q.dlq_config.max_entries, 0))
+        if evicted is not None:
+            self.drop(evicted)
             q.dlq_evicted += 1
 
     def to_children(self, q: QueueState, rec: Rec) -> None:
@@ -195,6 +259,10 @@ class Shard:
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
+    def leave_children(self, q: QueueState, rec: Rec) -> None:
+        """Take a ``rec`` waiting for its dependencies out of that state."""
+        q.n_children -= 1
+
     def displace(self, q: QueueState, rec: Rec) -> None:
         """Take ``rec`` out of whichever container its state puts it in."""
         state = rec.state
@@ -203,11 +271,11 @@ class Shard:
         elif state is ACTIVE:
             self.leave_active(q, rec)
         elif state is COMPLETED:
-            del q.completed[rec.id]
+            q.completed.remove(rec)
         elif state is FAILED:
-            del q.dlq[rec.id]
+            q.dlq.remove(rec)
         elif state is CHILDREN:
-            q.n_children -= 1
+            self.leave_children(q, rec)
 
     def place(self, q: QueueState, rec: Rec, now: int) -> None:
         """Put a new, restored or recovered record where its state says."""
@@ -222,9 +290,9 @@ class Shard:
                 ga = q.lanes.group_active
                 ga[rec.group] = ga.get(rec.group, 0) + 1
         elif state is COMPLETED:
-            q.completed[rec.id] = rec
+            q.completed.add(rec, _first(rec.finished_at, rec.created_at))
         elif state is FAILED:
-            q.dlq[rec.id] = rec
+            q.dlq.add(rec, _first(rec.dlq_at, rec.finished_at, rec.created_at))
         else:
             q.n_children += 1
         self.touch(rec)
@@ -232,6 +300,10 @@ class Shard:
     def forget(self, q: QueueState, rec: Rec) -> None:
         """Remove ``rec`` from the engine entirely (and every key it holds)."""
         self.displace(q, rec)
+        self.drop(rec)
+
+    def drop(self, rec: Rec) -> None:
+        """Forget a ``rec`` already out of its state's container (see :meth:`forget`)."""
         self.on_forget(rec)
         del self.jobs[rec.id]
         self.drop_unique(rec, held_only=False)
@@ -265,3 +337,44 @@ class Shard:
         entry = self.unique.get(key)
         if entry is not None and entry[0] == rec.id and not (held_only and entry[1] is not None):
             self.del_unique(key)
+
+    # -- invariants ----------------------------------------------------------------------------
+    def _check(self) -> None:
+        """Assert that every counter and container agrees with the records' states.
+
+        O(records of the shard): for tests (the engine's Hypothesis state
+        machines run it after every step), never on a request path.
+        """
+        delayed = self.delayed
+        delayed._check()
+        assert not len(delayed) or self.next_due <= delayed.peek()[1], "next_due is late"
+        assert set(self.active) == {j for j, r in self.jobs.items() if r.state is ACTIVE}
+        assert len(delayed) == sum(q.n_delayed for q in self.queues.values())
+        by_queue: dict[str, list[Rec]] = {name: [] for name in self.queues}
+        for jid, rec in self.jobs.items():
+            assert rec.id == jid, jid
+            assert rec.queue in by_queue, f"{jid}: no state for queue {rec.queue!r}"
+            by_queue[rec.queue].append(rec)
+        for name, q in self.queues.items():
+            recs = by_queue[name]
+            waiting = [r for r in recs if r.state is WAITING]
+            n_delayed = sum(r.id in delayed for r in waiting)
+            assert q.n_delayed == n_delayed, name
+            assert q.n_waiting == len(waiting) - n_delayed, name
+            assert q.lanes.ready_ids() + len(q.parked) == q.n_waiting, name
+            assert q.n_active == sum(r.state is ACTIVE for r in recs), name
+            assert q.n_children == sum(r.state is CHILDREN for r in recs), name
+            for finished, state in ((q.completed, COMPLETED), (q.dlq, FAILED)):
+                finished._check()
+                assert len(finished) == sum(r.state is state for r in recs), name
+                assert all(r.state is state and r.queue == name for r in finished), name
+            groups: dict[str, int] = {}
+            for r in recs:
+                if r.state is ACTIVE and r.group is not None:
+                    groups[r.group] = groups.get(r.group, 0) + 1
+            assert q.lanes.group_active == groups, name
+
+
+def _first(*times: int | None) -> int:
+    """Return the first time given (a finished record's index time)."""
+    return next(t for t in times if t is not None)

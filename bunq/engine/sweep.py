@@ -109,20 +109,16 @@ def expire(shard: Shard, rec: Rec, now: int) -> None:
 
 def retention(shard: Shard, now: int) -> None:
     """Drop completed jobs finished more than ``completed_max_age`` ago (oldest first)."""
-    before = now - shard.config.completed_max_age
+    before = now - shard.config.completed_max_age - 1  # finished before the age limit
     for q in list(shard.queues.values()):
-        done = q.completed
-        while done:
-            oldest = next(iter(done.values()))
-            if (oldest.finished_at or 0) >= before:
-                break
-            shard.forget(q, oldest)
+        if q.completed:
+            for rec in q.completed.until(before):
+                shard.forget(q, rec)
 
 
 def cleanup(shard: Shard, now: int) -> None:
     """Forget idle queues and idle per-group state (keeps memory bounded)."""
-    for name in [n for n, q in shard.queues.items() if q.idle()]:
-        del shard.queues[name]
+    shard.drop_idle_queues()
     now_s = now / 1000
     for q in shard.queues.values():
         q.lanes.trim(now_s)

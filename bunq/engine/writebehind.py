@@ -286,9 +286,7 @@ class WriteBehind:
                           jid, exc)  # fmt: skip
                 self.last_error = exc
                 with _maybe(shard.lock, not locked):
-                    dirty = shard.dirty
-                    if dirty is not None and jid not in dirty:
-                        dirty[jid] = rec
+                    shard.give_back(({jid: rec}, {}, set()))
         if not locked:  # the writer thread's full flush: its count is the engine's
             self.unwritable = len(batch.held)
         if batch.size:
@@ -320,12 +318,7 @@ class WriteBehind:
     def _capture_shard(self, shard: Shard, batch: Batch) -> None:
         # Shard lock held. The maps move to the batch first: from here on any failure
         # puts them back (Batch), so no captured change is ever dropped.
-        dirty, uniq, names = (
-            shard.dirty or {},
-            shard.dirty_unique or {},
-            shard.dirty_queues or set(),
-        )
-        shard.dirty, shard.dirty_unique, shard.dirty_queues = {}, {}, set()
+        dirty, uniq, names = shard.take_changes()
         batch.taken.append((shard, dirty, uniq, names))
         results = self.core.results
         blob_of = options_blob
@@ -388,15 +381,7 @@ class WriteBehind:
                 for rec in dirty.values():
                     if rec is not None:
                         rec.saved = False  # rewrite the full row: the insert may be what failed
-                if shard.dirty is None:
-                    continue
-                for jid, rec in dirty.items():
-                    shard.dirty.setdefault(jid, rec)
-                if shard.dirty_unique is not None:
-                    for key, entry in uniq.items():
-                        shard.dirty_unique.setdefault(key, entry)
-                if shard.dirty_queues is not None:
-                    shard.dirty_queues |= names
+                shard.give_back((dirty, uniq, names))
         if b.kv_taken:
             with self.core.kv_lock:
                 if self.core.kv_dirty is not None:
@@ -424,9 +409,9 @@ def open_store(core: Core, path: str, *, flush_ms: int = 10,
 
         recover(core, conn)
         for shard in core.shards:
-            shard.dirty, shard.dirty_unique, shard.dirty_queues = {}, {}, set()
+            shard.track_changes()
             for rec in shard.active.values():
-                shard.dirty[rec.id] = rec
+                shard.touch(rec)
         core.kv_dirty = set()
         store = WriteBehind(core, conn, lock, flush_ms=flush_ms, flush_changes=flush_changes)
     except BaseException:

@@ -38,23 +38,3 @@ def take(engine: Engine) -> Callable[..., list[Lease]]:
         return engine.lease(queue, n, lease_ms, "t")
 
     return _take
-
-
-def check_counts(engine: Engine) -> None:
-    """Assert the running counters equal a recount of every record (invariant)."""
-    from bunq.engine.record import ACTIVE, CHILDREN, COMPLETED, FAILED, WAITING
-
-    now = engine.clock()
-    for shard in engine.shards:
-        with shard.lock:
-            shard.promote(now)
-            for name, q in shard.queues.items():
-                recs = [r for r in shard.jobs.values() if r.queue == name]
-                waiting = [r for r in recs if r.state is WAITING]
-                assert q.n_delayed == sum(r.run_at > now for r in waiting), name
-                assert q.n_waiting == sum(r.run_at <= now for r in waiting), name
-                assert q.n_active == sum(r.state is ACTIVE for r in recs), name
-                assert q.n_children == sum(r.state is CHILDREN for r in recs), name
-                assert len(q.completed) == sum(r.state is COMPLETED for r in recs), name
-                assert len(q.dlq) == sum(r.state is FAILED for r in recs), name
-                assert q.lanes.ready_ids() + len(q.parked) == q.n_waiting, name

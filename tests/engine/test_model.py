@@ -13,8 +13,6 @@ from bunq.job import JobState, Lease, Settle
 from bunq.policy import DEFAULT_MAX_STALLS, decide_failure, decide_stall
 from bunq.queue import new_job
 
-from .conftest import check_counts
-
 QUEUES = ("a", "b", "c")
 
 
@@ -136,7 +134,7 @@ class EngineModel(RuleBasedStateMachine):
                 else:
                     want[JobState(j["state"])] += 1
             assert self.engine.counts(queue) == want
-        check_counts(self.engine)
+        self.engine._check()
 
 
 TestEngineModel = EngineModel.TestCase

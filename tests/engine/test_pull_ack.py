@@ -9,11 +9,9 @@ from typing import Any
 
 from bunq.backends.base import QueueLimits
 from bunq.engine import Engine
-from bunq.engine.record import make_job, make_lease
+from bunq.engine.record import job_of, lease_of
 from bunq.job import FailureReason, Job, JobState, Lease, Settle
 from bunq.policy import FailDecision, decide_failure
-
-from .conftest import check_counts
 
 
 def test_fast_constructors_equal_the_dataclasses(engine: Engine, put: Any, take: Any) -> None:
@@ -22,9 +20,11 @@ def test_fast_constructors_equal_the_dataclasses(engine: Engine, put: Any, take:
     rebuilt = Job(**{f: getattr(lease.job, f) for f in Job.__dataclass_fields__})
     assert lease.job == rebuilt
     assert lease == Lease(rebuilt, lease.token, lease.attempt, lease.expires_at, lease.owner)
-    args = [getattr(job, f) for f in Job.__dataclass_fields__]
-    assert make_job(*args) == Job(*args)
-    assert make_lease(job, "t", 1, 2, "o") == Lease(job, "t", 1, 2, "o")
+    rec = engine.route("q").jobs[job.id]
+    fields = {f: getattr(lease.job, f) for f in Job.__dataclass_fields__}
+    fields.update(state=JobState.COMPLETED, result={"r": 1}, history=("h",))
+    assert job_of(rec, JobState.COMPLETED, [1], {"r": 1}, ("h",)) == Job(**fields)
+    assert lease_of(job, "t", 1, 2, "o") == Lease(job, "t", 1, 2, "o")
 
 
 def test_order_priority_lifo_runtime(engine: Engine, put: Any, clock: Any, take: Any) -> None:
@@ -43,10 +43,10 @@ def test_ttl_expired_job_is_parked_then_dead_lettered(engine: Engine, put: Any, 
     clock.advance(5)
     assert [x.id for x in take(n=5)] == [ok.id]
     assert engine.counts("q")[JobState.WAITING] == 1  # parked: still waiting until swept
-    check_counts(engine)
+    engine._check()
     assert engine.sweep().ttl_expired == 1
     assert engine.get_job(old.id).reason is FailureReason.TTL_EXPIRED
-    check_counts(engine)
+    engine._check()
 
 
 def test_fence_and_stale_answers(engine: Engine, put: Any, take: Any) -> None:
@@ -76,7 +76,7 @@ def test_fail_retry_delay_and_dlq(engine: Engine, put: Any, clock: Any, take: An
     engine.fail(lease, "dead", decide_failure(lease.job, clock()))
     got = engine.get_job(job.id)
     assert got.state is JobState.FAILED and got.reason is FailureReason.MAX_ATTEMPTS_EXCEEDED
-    check_counts(engine)
+    engine._check()
 
 
 def test_results_are_kept_in_a_bounded_lru(clock: Any) -> None:
@@ -169,4 +169,4 @@ def test_many_threads_add_lease_complete(engine: Engine) -> None:
     for t in threads:
         t.join()
     assert len(done) == 600 and len(set(done)) == 600
-    check_counts(engine)
+    engine._check()

@@ -17,15 +17,13 @@ from bunq.errors import (
 from bunq.job import JobState, NewJob
 from bunq.queue import new_job
 
-from .conftest import check_counts
-
 
 def test_add_returns_jobs_as_stored(engine: Engine, put: Any) -> None:
     job = put(data={"a": 1}, priority=2)
     assert job.state is JobState.WAITING and job.priority == 2 and job.data == {"a": 1}
     got = engine.get_job(job.id)
     assert got is not None and got.data == {"a": 1} and got.created_at == engine.clock()
-    check_counts(engine)
+    engine._check()
 
 
 def test_data_is_copied_at_admission(engine: Engine, put: Any) -> None:
@@ -41,7 +39,7 @@ def test_delayed_and_counts(engine: Engine, put: Any, clock: Any) -> None:
     assert engine.counts("q")[JobState.DELAYED] == 1
     clock.advance(100)
     assert engine.counts("q")[JobState.WAITING] == 2
-    check_counts(engine)
+    engine._check()
 
 
 def test_bulk_over_several_queues_and_shards_is_atomic(engine: Engine, put: Any) -> None:
@@ -55,7 +53,7 @@ def test_bulk_over_several_queues_and_shards_is_atomic(engine: Engine, put: Any)
     assert sum(sum(engine.counts(n).values()) for n in names) == 1
     assert engine.get_job(held.id) is not None
     assert len(engine.add(batch[:-1])) == 8
-    check_counts(engine)
+    engine._check()
 
 
 def test_plain_bulk_rolls_back_on_duplicate_id(engine: Engine) -> None:
@@ -67,7 +65,7 @@ def test_plain_bulk_rolls_back_on_duplicate_id(engine: Engine) -> None:
     with pytest.raises(DuplicateJob):
         engine.add([NewJob("q", "j", 1, a.opts, id=f"n{i}") for i in range(99)] + [a, a])
     assert engine.counts("q")[JobState.WAITING] == 100
-    check_counts(engine)
+    engine._check()
 
 
 def test_validation_errors(engine: Engine) -> None:
@@ -99,7 +97,7 @@ def test_job_id_reused_after_dlq(engine: Engine, put: Any, take: Any) -> None:
     assert engine.dlq_size("q") == 1
     assert put(data=2, job_id="x").data == 2
     assert engine.dlq_size("q") == 0 and engine.get_job("x").data == 2
-    check_counts(engine)
+    engine._check()
 
 
 def test_unique_replace_rollback_restores_holder(engine: Engine, put: Any) -> None:
@@ -111,7 +109,7 @@ def test_unique_replace_rollback_restores_holder(engine: Engine, put: Any) -> No
     assert engine.get_job(holder.id).state is JobState.WAITING
     with pytest.raises(DuplicateJob):
         put(unique_key="u")
-    check_counts(engine)
+    engine._check()
 
 
 def test_dependency_on_job_in_another_shard(engine: Engine, put: Any, take: Any) -> None:
@@ -121,7 +119,7 @@ def test_dependency_on_job_in_another_shard(engine: Engine, put: Any, take: Any)
     assert c.state is JobState.WAITING_CHILDREN
     engine.complete(take("q0")[0])
     assert engine.get_job(c.id).state is JobState.WAITING
-    check_counts(engine)
+    engine._check()
 
 
 def test_depends_on_itself_and_duplicates(engine: Engine, put: Any, take: Any) -> None:

@@ -12,8 +12,6 @@ from bunq.job import FailureReason, JobState, Settle
 from bunq.policy import decide_failure
 from bunq.queue import new_job
 
-from .conftest import check_counts
-
 
 def test_two_phase_stall_marks_then_confirms(engine: Engine, put: Any, clock: Any,
                                              take: Any) -> None:  # fmt: skip
@@ -26,7 +24,7 @@ def test_two_phase_stall_marks_then_confirms(engine: Engine, put: Any, clock: An
     got = engine.get_job(job.id)
     assert got.state is JobState.WAITING and got.stalls == 1
     assert got.history[-1].reason is FailureReason.STALLED
-    check_counts(engine)
+    engine._check()
 
 
 def test_two_phase_spares_a_lease_extended_in_between(engine: Engine, put: Any, clock: Any,
@@ -81,7 +79,7 @@ def test_dlq_maintenance_counts_entries_dropped_at_entry(engine: Engine, put: An
     assert engine.dlq_size("q") == 1
     assert engine.sweep().dlq_dropped == 2
     assert engine.sweep().dlq_dropped == 0
-    check_counts(engine)
+    engine._check()
 
 
 def test_dlq_auto_retry_skips_ttl_expired(engine: Engine, put: Any, clock: Any) -> None:
@@ -101,7 +99,7 @@ def test_completed_retention_by_age_and_count(clock: Any) -> None:
     clock.advance(1_001)
     e.sweep()
     assert e.counts("q")[JobState.COMPLETED] == 0
-    check_counts(e)
+    e._check()
 
 
 def test_idle_queues_are_forgotten(engine: Engine, put: Any, take: Any) -> None:

@@ -94,6 +94,13 @@ class SkipList(Generic[K]):
             out.append((key, sc))
         return out
 
+    def range_by_rank(self, start: int, stop: int) -> list[tuple[K, float]]:
+        """Return ``(key, score)`` of 0-based ranks ``start <= rank < stop``, ascending."""
+        lo, hi = operator.index(start), operator.index(stop)
+        if lo < 0 or hi < 0:
+            raise ValueError(f"ranks must be >= 0, got {start!r}, {stop!r}")
+        return [(key, sc) for sc, _, key in self._items[lo:hi]]
+
     def pop_min(self) -> tuple[K, float]:
         """Remove and return the first ``(key, score)``; ``IndexError`` if empty."""
         if not self._items:

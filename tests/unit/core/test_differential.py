@@ -78,6 +78,7 @@ def skiplist_ops(rng: random.Random) -> list[Op]:
         lambda: ("rank", (rng.choice(KEYS),)),
         lambda: ("score_of", (rng.choice(KEYS),)),
         lambda: ("range_by_score", (rng.choice(scores), rng.choice(scores), rng.choice([None, 2]))),
+        lambda: ("range_by_rank", (rng.randrange(-1, 6), rng.randrange(-1, 8))),
         lambda: ("pop_min", ()),
         lambda: ("peek_min", ()),
         lambda: ("__len__", ()),

@@ -34,6 +34,11 @@ def test_skiplist_orders_by_score_then_insertion(impl: SimpleNamespace) -> None:
     assert s.range_by_score(1.0, 2.0) == [("a", 1.0), ("c", 2.0), ("b", 2.0)]
     assert s.range_by_score(1.0, 2.0, limit=2) == [("a", 1.0), ("c", 2.0)]
     assert s.range_by_score(3.0, 1.0) == []
+    assert s.range_by_rank(1, 3) == [("a", 1.0), ("c", 2.0)]
+    assert s.range_by_rank(2, 99) == [("c", 2.0), ("b", 2.0)]
+    assert s.range_by_rank(3, 1) == [] and s.range_by_rank(4, 5) == []
+    with pytest.raises(ValueError):
+        s.range_by_rank(-1, 2)
     assert s.pop_min() == ("z", 0.5)
     assert s.peek_min() == ("a", 1.0) and len(s) == 3
 
@@ -54,6 +59,7 @@ def test_skiplist_rank_is_exact_on_a_larger_list(impl: SimpleNamespace) -> None:
     order = sorted(range(500), key=lambda i: ((i * 37) % 101, i))
     assert list(s) == order
     assert all(s.rank(k) == pos for pos, k in enumerate(order))
+    assert [k for k, _ in s.range_by_rank(123, 140)] == order[123:140]
     for k in order[::3]:
         assert s.remove(k)
     s._check()
@@ -146,6 +152,11 @@ class SkipListMachine(RuleBasedStateMachine):
         if limit is not None:
             expected = expected[:limit]
         assert self.sl.range_by_score(lo, hi, limit) == expected
+
+    @rule(start=st.integers(0, 10), size=st.integers(0, 4))
+    def range_by_rank(self, start: int, size: int) -> None:
+        expected = [(k, s) for s, _, k in self.model[start : start + size]]
+        assert self.sl.range_by_rank(start, start + size) == expected
 
     @rule()
     def pop_min(self) -> None:
