@@ -13,9 +13,9 @@ from typing import Any
 
 import msgpack
 
-from ..codec import options_from_blob
+from ..codec import options_from_blob, setting_blob, setting_from_blob
 from ..job import Attempt, FailureReason, JobState
-from ..queueconfig import DlqConfig, QueueLimits, from_stored
+from ..queueconfig import DlqConfig, QueueLimits
 from .record import Rec
 
 SCHEMA_VERSION = 1
@@ -88,24 +88,19 @@ def limits_blob(limits: QueueLimits | None) -> bytes | None:
     """Encode queue limits (None when unlimited)."""
     if limits is None:
         return None
-    out: bytes = _packb([limits.rate_max, limits.rate_duration, limits.concurrency,
-                         limits.group_concurrency, limits.group_rate_max,
-                         limits.group_rate_duration])  # fmt: skip
-    return out
+    return setting_blob(limits)
 
 
 def limits_from(blob: bytes | None) -> QueueLimits | None:
     """Decode queue limits."""
-    return None if blob is None else from_stored(QueueLimits, *msgpack.unpackb(blob))
+    return None if blob is None else setting_from_blob(QueueLimits, blob)
 
 
 def dlq_blob(cfg: DlqConfig) -> bytes:
     """Encode DLQ settings."""
-    out: bytes = _packb([cfg.auto_retry, cfg.auto_retry_interval, cfg.max_auto_retries,
-                         cfg.max_age, cfg.max_entries])  # fmt: skip
-    return out
+    return setting_blob(cfg)
 
 
 def dlq_from(blob: bytes | None) -> DlqConfig:
     """Decode DLQ settings."""
-    return DlqConfig() if blob is None else from_stored(DlqConfig, *msgpack.unpackb(blob))
+    return DlqConfig() if blob is None else setting_from_blob(DlqConfig, blob)

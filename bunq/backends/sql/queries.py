@@ -25,11 +25,15 @@ COUNT_SLOTS = 16
 
 LIVE = "('waiting','active','waiting-children')"
 
-JOB_COLS = (
-    "id, queue, name, data, state, priority, seq, run_at, created_at, started_at, finished_at,"
-    " attempts, max_attempts, stalls, lease_token, lease_until, opts, progress, result, error,"
-    " reason, dlq_at, dlq_retries, ord_at"
-)
+# The columns of a job row (every statement that returns jobs), in order: rows are
+# read by these names (``rows.COL``), never by a position written out by hand.
+JOB_COLUMNS = (
+    "id", "queue", "name", "data", "state", "priority", "seq", "run_at", "created_at",
+    "started_at", "finished_at", "attempts", "max_attempts", "stalls", "lease_token",
+    "lease_until", "opts", "progress", "result", "error", "reason", "dlq_at", "dlq_retries",
+    "ord_at",
+)  # fmt: skip
+JOB_COLS = ", ".join(JOB_COLUMNS)
 
 # Columns of one admitted job, in the order of "insert_job" (and of the PostgreSQL COPY).
 INSERT_COLS = (

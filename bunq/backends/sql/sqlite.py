@@ -219,8 +219,8 @@ class SQLiteBackend(SqlBackend):
                 self._conns.append(conn)
         return conn
 
-    def _begin(self) -> Any:
-        return self._tx("BEGIN IMMEDIATE")
+    def _begin(self, durable: bool = True) -> Any:
+        return self._tx("BEGIN IMMEDIATE")  # every commit follows ``synchronous``
 
     def _read(self) -> Any:
         return self._tx("BEGIN")  # deferred: readers never take the write lock
