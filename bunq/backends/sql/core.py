@@ -104,13 +104,13 @@ class SqlCore(ABC):
         """Attach the wake-up of ``queue`` to ``tx``'s commit if the dialect can (True)."""
         return False
 
+    @abstractmethod
     def _lock_key(self, tx: Tx, key: str) -> None:
         """Serialise transactions on one identity (job id, unique key, limited queue).
 
-        A no-op here: SQLite's write lock already serialises writers. PostgreSQL
-        takes a transaction-scoped advisory lock, so two brokers admitting the same
-        job id or unique key at once run one after the other and the second sees
-        the first's job instead of admitting a duplicate.
+        PostgreSQL takes a transaction-scoped advisory lock, so two brokers admitting
+        the same job id or unique key at once run one after the other and the second
+        sees the first's job instead of admitting a duplicate.
         """
 
     # -- shared by every part ----------------------------------------------------------

@@ -30,7 +30,8 @@ class GroupCommit(Generic[TxT]):
         self._begin = begin
         self._savepoint = savepoint  # (tx, "SAVEPOINT x" | "RELEASE x" | "ROLLBACK TO x")
         self._batcher: Batcher[Work[TxT]] = Batcher(
-            self._commit, alone_on=(DuplicateJob, DependencyError, ValidationError))
+            self._commit, alone_on=(DuplicateJob, DependencyError, ValidationError)
+        )
 
     def run(self, work: Callable[[TxT], T]) -> T:
         """Run ``work(tx)`` in a committed transaction, possibly shared."""

@@ -181,7 +181,8 @@ class PlainRows:
     def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
         raise AssertionError("plain admissions run no queries")
 
-    sql = q
+    def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        raise AssertionError("plain admissions run no queries")
 
     def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
         self.rows += rows

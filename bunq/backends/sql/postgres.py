@@ -27,7 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ...errors import BackendUnavailable, ConfigError, DuplicateJob
-from ...job import Job, Lease, NewJob, Settle, check_new_jobs
+from ...job import Job, Lease, NewJob, check_new_jobs
 from ..base import QUEUE_NAME
 from ..urls import redact
 from .groupcommit import GroupCommit
@@ -354,4 +354,3 @@ class PostgresBackend(SqlBackend):
                 c.execute(f"NOTIFY {self._channel}")
             self._listener.thread.join(2.0)
         self._pool.close()
-

@@ -271,6 +271,9 @@ class SQLiteBackend(SqlBackend):
             if not rows or int(rows[0][0]) < SCHEMA_VERSION:
                 tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
 
+    def _lock_key(self, tx: Any, key: str) -> None:
+        """Nothing to take: SQLite's write lock already serialises every writer."""
+
     # -- wake-ups ----------------------------------------------------------------------
     def _ring(self, queue: str) -> None:
         self._bell.ring()

@@ -166,7 +166,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                 if rows:
                     return job_from_row(rows[0], now)
                 raise DuplicateJob(f"unique key {key!r} is held", key=key, job_id=holder_id)
-            if o.unique_strategy is UniqueStrategy.REPLACE and (not rows or rows[0][COL.state] != "active"):
+            if o.unique_strategy is UniqueStrategy.REPLACE and (
+                not rows or rows[0][COL.state] != "active"
+            ):
                 self._forget(tx, [holder_id])
                 break
             raise DuplicateJob(f"unique key {key!r} is held by job {holder_id}",
