@@ -45,7 +45,7 @@ def visibility(lease_ms: int) -> int:
 class Receiver:
     """Leases and long polls over SQS (a part SQSBackend holds and delegates to).
 
-    Messages received by :meth:`wait` are kept per queue (``cache``) until a
+    Messages received by :meth:`wait` are kept per queue until a
     lease takes them or :meth:`close` gives them back.
     """
 
