@@ -68,9 +68,8 @@ class Batcher(Generic[W]):
         return slot.result
 
     def _take(self) -> list[Slot[W]]:
-        if self._most is None:
-            batch, self._pending = self._pending, []
-            return batch
+        """The first pending calls within ``most`` units (at least one call)."""
+        assert self._most is not None
         k, total = 0, 0
         for s in self._pending:
             total += self._size(s.work)
@@ -84,30 +83,30 @@ class Batcher(Generic[W]):
     def _lead(self) -> None:
         while True:
             with self._lock:
-                batch = self._take()
+                if self._most is None:
+                    batch, self._pending = self._pending, []
+                else:
+                    batch = self._take()
                 if not batch:
                     self._leader = False
                     return
-            self._settle(batch)
+            try:
+                self._flush(batch)
+            except BaseException as exc:  # every waiting caller must hear of it
+                self._failed(batch, exc)
             for s in batch:
                 if s.done is not None:
                     s.done.set()
 
-    def _settle(self, batch: list[Slot[W]]) -> None:
-        try:
-            self._flush(batch)
-        except self._alone_on as exc:
-            if len(batch) == 1:
-                _give(batch, exc)
-                return
-            for s in batch:
+    def _failed(self, batch: list[Slot[W]], exc: BaseException) -> None:
+        if len(batch) > 1 and isinstance(exc, self._alone_on):
+            for s in batch:  # one caller's data failed the shared step: each alone
                 s.result, s.error = None, None
-                self._settle([s])
-        except BaseException as exc:  # every waiting caller must hear of it
-            _give(batch, exc)
-
-
-def _give(batch: list[Slot[Any]], exc: BaseException) -> None:
-    for s in batch:
-        if s.error is None:
-            s.error = exc
+                try:
+                    self._flush([s])
+                except BaseException as alone:
+                    self._failed([s], alone)
+            return
+        for s in batch:
+            if s.error is None:
+                s.error = exc

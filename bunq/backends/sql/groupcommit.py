@@ -17,26 +17,18 @@ from typing import Any, Generic, TypeVar
 from ...batching import Batcher, Slot
 from ...errors import DependencyError, DuplicateJob, ValidationError
 
-T = TypeVar("T")
 TxT = TypeVar("TxT")
 Work = Callable[[TxT], Any]
 
 
-class GroupCommit(Generic[TxT]):
-    """Run units of work in shared transactions opened by ``begin``."""
+class GroupCommit(Batcher[Work[TxT]], Generic[TxT]):
+    """A Batcher whose flush is one transaction opened by ``begin``."""
 
     def __init__(self, begin: Callable[[], AbstractContextManager[TxT]],
                  savepoint: Callable[[TxT, str], None]) -> None:  # fmt: skip
+        super().__init__(self._commit, alone_on=(DuplicateJob, DependencyError, ValidationError))
         self._begin = begin
         self._savepoint = savepoint  # (tx, "SAVEPOINT x" | "RELEASE x" | "ROLLBACK TO x")
-        self._batcher: Batcher[Work[TxT]] = Batcher(
-            self._commit, alone_on=(DuplicateJob, DependencyError, ValidationError)
-        )
-
-    def run(self, work: Callable[[TxT], T]) -> T:
-        """Run ``work(tx)`` in a committed transaction, possibly shared."""
-        result: T = self._batcher.run(work)
-        return result
 
     def _commit(self, batch: list[Slot[Work[TxT]]]) -> None:
         with self._begin() as tx:

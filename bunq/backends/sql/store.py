@@ -78,7 +78,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             return []
         check_new_jobs(jobs)
         prepared = [self._prepare(j) for j in jobs]
-        out = self._writes.run(lambda tx: self._admit(tx, prepared))
+        out: list[Job] = self._writes.run(lambda tx: self._admit(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
         return out
