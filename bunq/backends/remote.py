@@ -43,7 +43,7 @@ Rows = list[list[Any]]  # one add call's jobs, as BqAdd rows
 def _send_adds(link: Link, batch: list[Slot[Rows]]) -> None:
     """One BqAdd frame for the add calls of ``batch`` (each stays atomic on its own)."""
     reply = link.call({"cmd": "BqAdd", "groups": [s.work for s in batch]})
-    for slot, res in zip(batch, reply["results"], strict=False):
+    for slot, res in zip(batch, reply["results"], strict=True):  # one result per call
         if res.get("ok") is True:
             slot.result = res["jobs"]
         else:
