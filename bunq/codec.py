@@ -13,8 +13,9 @@ and lease paths); ``Unpacker`` is the wire's streaming decoder.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from msgpack import ExtraData as ExtraData
 from msgpack import OutOfData as OutOfData
@@ -24,6 +25,9 @@ from msgpack import unpackb as unpackb
 
 from .errors import PayloadTooLarge, ValidationError
 from .job import Backoff, JobOptions, UniqueStrategy
+from .queueconfig import DlqConfig, QueueLimits, from_stored
+
+Setting = TypeVar("Setting", DlqConfig, QueueLimits)
 
 
 def pack(value: Any, what: str = "data", limit: int | None = None) -> bytes:
@@ -71,3 +75,19 @@ def options_blob(opts: JobOptions) -> bytes:
         _BLOBS.clear()
     _BLOBS[id(opts)] = (opts, blob)
     return blob
+
+
+def setting_blob(value: DlqConfig | QueueLimits) -> bytes:
+    """Encode a per-queue setting the one way every backend stores it: a msgpack map
+    of its fields by name (a field added later reads as its default from old rows)."""
+    return pack(asdict(value), "setting")
+
+
+def setting_from_blob(cls: type[Setting], blob: bytes | memoryview) -> Setting:
+    """Decode a per-queue setting stored by :func:`setting_blob`; one stored out of
+    bounds reads as the defaults (:func:`~bunq.queueconfig.from_stored`). The memory
+    engine's files before this encoding hold the fields as a list, in field order."""
+    stored = unpack(blob)
+    if isinstance(stored, list):
+        return from_stored(cls, *stored)
+    return from_stored(cls, **stored)

@@ -19,12 +19,12 @@ tick() work over it exactly as in-process:
 from __future__ import annotations
 
 import ssl
-import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
+from ..batching import Batcher, Slot
 from ..client_link import Link
 from ..errors import BunqError, ConfigError, ValidationError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
@@ -39,73 +39,17 @@ from .urls import redact
 MAX_ADD_FRAME = 5_000  # jobs per coalesced BqAdd
 
 
-class _Adds:
-    """Leader-based coalescing of concurrent ``add`` calls into one frame."""
+Rows = list[list[Any]]  # one add call's jobs, as BqAdd rows
 
-    def __init__(self, link: Link) -> None:
-        self._link = link
-        self._lock = threading.Lock()
-        self._pending: list[_Item] = []
-        self._leading = False
 
-    def submit(self, rows: list[list[Any]]) -> list[Any]:
-        item = _Item(rows)
-        with self._lock:
-            self._pending.append(item)
-            lead = not self._leading
-            self._leading = True
-        if lead:
-            self._lead()
-        item.done.wait()
-        if item.error is not None:
-            raise item.error
-        return item.jobs
-
-    def _lead(self) -> None:
-        while True:
-            with self._lock:
-                batch: list[_Item] = []
-                size = 0
-                while self._pending and (
-                    not batch or size + len(self._pending[0].rows) <= MAX_ADD_FRAME
-                ):
-                    batch.append(self._pending.pop(0))
-                    size += len(batch[-1].rows)
-                if not batch:
-                    self._leading = False
-                    return
-            self._send(batch)
-
-    def _send(self, batch: list[_Item]) -> None:
-        try:
-            reply = self._link.call({"cmd": "BqAdd", "groups": [i.rows for i in batch]})
-        except ValidationError as exc:
-            if len(batch) > 1:  # one caller's data refused the whole frame: each on its own
-                for item in batch:
-                    self._send([item])
-                return
-            batch[0].error = exc
-        except BaseException as exc:  # every waiting caller must hear of it
-            for item in batch:
-                item.error = exc
+def _send_adds(link: Link, batch: list[Slot[Rows]]) -> None:
+    """One BqAdd frame for the add calls of ``batch`` (each stays atomic on its own)."""
+    reply = link.call({"cmd": "BqAdd", "groups": [s.work for s in batch]})
+    for slot, res in zip(batch, reply["results"], strict=True):  # one result per call
+        if res.get("ok") is True:
+            slot.result = res["jobs"]
         else:
-            for item, res in zip(batch, reply["results"], strict=False):
-                if res.get("ok") is True:
-                    item.jobs = res["jobs"]
-                else:
-                    item.error = error_from_reply(res)
-        for item in batch:
-            item.done.set()
-
-
-class _Item:
-    __slots__ = ("rows", "jobs", "error", "done")
-
-    def __init__(self, rows: list[list[Any]]) -> None:
-        self.rows = rows
-        self.jobs: list[Any] = []
-        self.error: BaseException | None = None
-        self.done = threading.Event()
+            slot.error = error_from_reply(res)
 
 
 def _fence(lease: Lease) -> list[Any]:
@@ -138,7 +82,11 @@ class RemoteBackend:
     ) -> None:
         self.link = Link(host, port, token, timeout=timeout, ping_interval=ping_interval, tls=tls)
         self._clock = clock
-        self._adds = _Adds(self.link)
+        # Concurrent adds share one frame; a batch one caller's data refused is resent
+        # call by call, so that refusal stays that caller's.
+        self._adds: Batcher[Rows] = Batcher(
+            lambda batch: _send_adds(self.link, batch), alone_on=(ValidationError,),
+            most=MAX_ADD_FRAME, size=len)  # fmt: skip
         self._offset: int | None = None
 
     @classmethod
@@ -210,7 +158,7 @@ class RemoteBackend:
             return []
         check_new_jobs(jobs)
         rows = [[j.id, j.queue, j.name, j.data, options_to_wire(j.opts)] for j in jobs]
-        return [job_from_bq(r) for r in self._adds.submit(rows)]
+        return [job_from_bq(r) for r in self._adds.run(rows)]
 
     # -- leases ------------------------------------------------------------------------
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:

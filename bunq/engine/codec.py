@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..codec import options_from_blob, pack, unpack
+from ..codec import options_from_blob, pack, setting_blob, setting_from_blob, unpack
 from ..job import Attempt, FailureReason, JobState
-from ..queueconfig import DlqConfig, QueueLimits, from_stored
+from ..queueconfig import DlqConfig, QueueLimits
 from .record import Rec
 
 SCHEMA_VERSION = 1
@@ -84,22 +84,19 @@ def limits_blob(limits: QueueLimits | None) -> bytes | None:
     """Encode queue limits (None when unlimited)."""
     if limits is None:
         return None
-    return pack([limits.rate_max, limits.rate_duration, limits.concurrency,
-                 limits.group_concurrency, limits.group_rate_max,
-                 limits.group_rate_duration], "limits")  # fmt: skip
+    return setting_blob(limits)
 
 
 def limits_from(blob: bytes | None) -> QueueLimits | None:
     """Decode queue limits."""
-    return None if blob is None else from_stored(QueueLimits, *unpack(blob))
+    return None if blob is None else setting_from_blob(QueueLimits, blob)
 
 
 def dlq_blob(cfg: DlqConfig) -> bytes:
     """Encode DLQ settings."""
-    return pack([cfg.auto_retry, cfg.auto_retry_interval, cfg.max_auto_retries,
-                 cfg.max_age, cfg.max_entries], "dlq")  # fmt: skip
+    return setting_blob(cfg)
 
 
 def dlq_from(blob: bytes | None) -> DlqConfig:
     """Decode DLQ settings."""
-    return DlqConfig() if blob is None else from_stored(DlqConfig, *unpack(blob))
+    return DlqConfig() if blob is None else setting_from_blob(DlqConfig, blob)

@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.logs",
             "bunq.filekind",
             "bunq.tls",
+            "bunq.batching",
             "bunq.jobrules",
         ),
     ),
@@ -66,16 +67,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()
 
 # Module-level cycles (any import counts, ``TYPE_CHECKING`` ones too) allowed by edge.
-KNOWN_MODULE_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        # the SQL mixins annotate with store.Tx while store composes them; issue 14 item 4
-        # (branch k-compose) turns them into collaborators: delete these when that lands.
-        ("bunq.backends.sql.admin", "bunq.backends.sql.store"),
-        ("bunq.backends.sql.groups", "bunq.backends.sql.store"),
-        ("bunq.backends.sql.sweep", "bunq.backends.sql.store"),
-        ("bunq.backends.sql.jobops", "bunq.backends.sql.store"),
-    }
-)
+KNOWN_MODULE_CYCLE_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 Graph = Mapping[str, set[str]]
 

@@ -7,10 +7,9 @@ script each; bulk removals run in bounded batches of :data:`BATCH` jobs.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
-from ...codec import pack, unpack
+from ...codec import setting_blob, setting_from_blob, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import DlqEntry, FailureReason, Job, JobId, JobState
 from ...queueconfig import DlqConfig, QueueLimits, from_stored
@@ -269,11 +268,11 @@ class RedisAdmin:
         if config is None:
             with translated("dlq_config"):
                 blob = self._r.hget(meta, "dlq")
-            return DlqConfig() if blob is None else from_stored(DlqConfig, **unpack(blob))
+            return DlqConfig() if blob is None else setting_from_blob(DlqConfig, blob)
         self._register(queue)
         with translated("dlq_config"):
             self._r.hset(meta, mapping={
-                "dlq": pack(asdict(config)), "dlq_auto": "1" if config.auto_retry else "0",
+                "dlq": setting_blob(config), "dlq_auto": "1" if config.auto_retry else "0",
                 "dlq_interval": config.auto_retry_interval,
                 "dlq_max_retries": config.max_auto_retries,
                 "dlq_max_age": "none" if config.max_age is None else config.max_age,

@@ -7,46 +7,27 @@ everything here is one short transaction over the named statements of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...codec import pack, unpack
+from ...codec import setting_blob, setting_from_blob, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
-from ...queueconfig import DlqConfig, QueueLimits, from_stored
+from ...queueconfig import DlqConfig, QueueLimits
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
-from ..base import Clock
 from ..base import check_queue_name as _qn
+from .core import SqlCore, Tx, unit_of_work
 from .groups import CURSOR_NS
-from .rows import job_from_row
-
-if TYPE_CHECKING:
-    from .store import Tx
+from .rows import COL, job_from_row
 
 MAX_LOG_LINES = 1000
 MAX_PAGE = 10_000  # jobs or DLQ entries returned by one listing call
 
 
-class SqlAdmin:
-    """Mixin of SqlBackend: needs ``_begin``, ``_read``, ``_ring``, ``_forget``, ``clock``."""
-
-    clock: Clock
-
-    def _begin(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _ring(self, queue: str) -> None:
-        raise NotImplementedError
-
-    def _forget(self, tx: Tx, ids: Sequence[JobId]) -> None:
-        raise NotImplementedError
+class SqlAdmin(SqlCore):
+    """Part of SqlBackend: reads, queue control, per-job data, the DLQ, kv records."""
 
     # -- queries -----------------------------------------------------------------------
+    @unit_of_work(idempotent=True)
     def get_job(self, job_id: JobId) -> Job | None:
         with self._read() as tx:
             rows = tx.q("get_job", id=job_id)
@@ -62,6 +43,7 @@ class SqlAdmin:
             for a, e, d, at, r in tx.q("attempts_of", id=job_id)
         )
 
+    @unit_of_work(idempotent=True)
     def get_jobs(self, queue: str, state: JobState, offset: int = 0, limit: int = 100) -> list[Job]:
         _qn(queue)
         state = JobState.parse(state)
@@ -81,6 +63,7 @@ class SqlAdmin:
                 rows = tx.q("jobs_in_state", state=state.value, **page_)
         return [job_from_row(r, now) for r in rows]
 
+    @unit_of_work(idempotent=True)
     def counts(self, queue: str) -> dict[JobState, int]:
         _qn(queue)
         out = dict.fromkeys(JobState, 0)
@@ -93,10 +76,12 @@ class SqlAdmin:
                 out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
         return out
 
+    @unit_of_work(idempotent=True)
     def queues(self) -> list[str]:
         with self._read() as tx:
             return sorted(r[0] for r in tx.q("queue_names"))
 
+    @unit_of_work(idempotent=True)
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
         with self._read() as tx:
             return {jid: unpack(res) for jid, res in tx.q("children_results", id=parent_id)}
@@ -104,27 +89,32 @@ class SqlAdmin:
     # -- queue control -----------------------------------------------------------------
     def _paused(self, tx: Tx, queue: str) -> bool:
         rows = tx.q("queue_get", queue=queue)
-        return bool(rows and rows[0][0])
+        return bool(rows and rows[0][0])  # (paused, limits, dlq)
 
+    @unit_of_work(idempotent=True)
     def pause(self, queue: str) -> None:
         with self._begin() as tx:
             tx.q("queue_upsert_paused", queue=_qn(queue), paused=1)
 
+    @unit_of_work(idempotent=True)
     def resume(self, queue: str) -> None:
         with self._begin() as tx:
             tx.q("queue_upsert_paused", queue=_qn(queue), paused=0)
         self._ring(queue)
 
+    @unit_of_work(idempotent=True)
     def is_paused(self, queue: str) -> bool:
         with self._read() as tx:
             return self._paused(tx, _qn(queue))
 
+    @unit_of_work(idempotent=True)
     def drain(self, queue: str) -> int:
         with self._begin() as tx:
             gone = [r[0] for r in tx.q("drain", queue=_qn(queue))]
             self._forget(tx, gone)
         return len(gone)
 
+    @unit_of_work(idempotent=True)
     def clean(self, queue: str, grace_ms: int, limit: int, state: JobState) -> list[JobId]:
         _qn(queue)
         state = JobState.parse(state)
@@ -142,6 +132,7 @@ class SqlAdmin:
             self._forget(tx, gone)
         return gone
 
+    @unit_of_work(idempotent=True)
     def obliterate(self, queue: str, force: bool = False) -> None:
         with self._begin() as tx:
             if not force and tx.q("count_state", queue=_qn(queue), state="active")[0][0]:
@@ -155,20 +146,22 @@ class SqlAdmin:
                 tx.q(name, queue=queue)
             tx.q("kv_delete", ns=CURSOR_NS, key=queue)  # the groups' round-robin cursor
 
+    @unit_of_work(idempotent=True)
     def set_limits(self, queue: str, limits: QueueLimits) -> None:
         with self._begin() as tx:
-            tx.q("queue_set_limits", queue=_qn(queue), limits=pack(asdict(limits)))
+            tx.q("queue_set_limits", queue=_qn(queue), limits=setting_blob(limits))
             tx.q("rate_set", queue=queue, tokens=None, at=None)
             tx.q("group_rate_reset", queue=queue)
 
+    @unit_of_work(idempotent=True)
     def get_limits(self, queue: str) -> QueueLimits:
         with self._read() as tx:
             rows = tx.q("queue_get", queue=_qn(queue))
-        if not rows or rows[0][1] is None:
-            return QueueLimits()
-        return from_stored(QueueLimits, **unpack(rows[0][1]))
+        _paused, limits, _dlq = rows[0] if rows else (0, None, None)
+        return QueueLimits() if limits is None else setting_from_blob(QueueLimits, limits)
 
     # -- per-job data ------------------------------------------------------------------
+    @unit_of_work(idempotent=True)
     def update_progress(self, job_id: JobId, progress: int) -> None:
         if isinstance(progress, bool) or not isinstance(progress, int) or not 0 <= progress <= 100:
             raise ValidationError("progress must be an integer in [0, 100]", field="progress")
@@ -176,6 +169,7 @@ class SqlAdmin:
             if not tx.q("progress", id=job_id, progress=progress):
                 raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
 
+    @unit_of_work(idempotent=False)
     def add_log(self, job_id: JobId, line: str) -> None:
         if not isinstance(line, str):
             raise ValidationError("a log line must be a string", field="line")
@@ -186,11 +180,13 @@ class SqlAdmin:
             tx.q("log_add", id=job_id, n=n, line=storable(line, 10_000))
             tx.q("log_trim", id=job_id, n=n - MAX_LOG_LINES)
 
+    @unit_of_work(idempotent=True)
     def get_logs(self, job_id: JobId) -> list[str]:
         with self._read() as tx:
             return [r[0] for r in tx.q("logs", id=job_id)]
 
     # -- dead-letter queue -------------------------------------------------------------
+    @unit_of_work(idempotent=True)
     def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
         offset, limit = page(offset, limit)
         with self._read() as tx:
@@ -202,9 +198,10 @@ class SqlAdmin:
                 hist = self._history(tx, job.id)
                 out.append(DlqEntry(Job(**{**_fields(job), "history": hist}),
                                     job.reason or FailureReason.UNKNOWN, job.error, hist,
-                                    row[21] or 0, row[22]))  # fmt: skip
+                                    row[COL.dlq_at] or 0, row[COL.dlq_retries]))  # fmt: skip
         return out
 
+    @unit_of_work(idempotent=True)
     def dlq_retry(self, queue: str, job_id: JobId | None = None) -> int:
         with self._begin() as tx:
             now = self.clock()
@@ -215,40 +212,45 @@ class SqlAdmin:
         self._ring(queue)
         return len(rows)
 
+    @unit_of_work(idempotent=True)
     def dlq_purge(self, queue: str) -> int:
         with self._begin() as tx:
             gone = [r[0] for r in tx.q("dlq_purge", queue=_qn(queue))]
             self._forget(tx, gone)
         return len(gone)
 
+    @unit_of_work(idempotent=True)
     def dlq_size(self, queue: str) -> int:
         with self._read() as tx:
             return int(tx.q("count_state", queue=_qn(queue), state="failed")[0][0])
 
+    @unit_of_work(idempotent=True)
     def dlq_remove(self, queue: str, job_id: JobId) -> bool:
         with self._begin() as tx:
             gone = [r[0] for r in tx.q("dlq_remove", queue=_qn(queue), id=job_id)]
             self._forget(tx, gone)
         return bool(gone)
 
+    @unit_of_work(idempotent=True)
     def dlq_config(self, queue: str, config: DlqConfig | None = None) -> DlqConfig:
         _qn(queue)
         if config is not None:
             with self._begin() as tx:
-                tx.q("queue_set_dlq", queue=queue, dlq=pack(asdict(config)))
+                tx.q("queue_set_dlq", queue=queue, dlq=setting_blob(config))
             return config
         with self._read() as tx:
             rows = tx.q("queue_get", queue=queue)
-        if not rows or rows[0][2] is None:
-            return DlqConfig()
-        return from_stored(DlqConfig, **unpack(rows[0][2]))
+        _paused, _limits, dlq = rows[0] if rows else (0, None, None)
+        return DlqConfig() if dlq is None else setting_from_blob(DlqConfig, dlq)
 
     # -- small shared records ----------------------------------------------------------
+    @unit_of_work(idempotent=True)
     def kv_get(self, ns: str, key: str) -> bytes | None:
         with self._read() as tx:
             rows = tx.q("kv_get", ns=ns, key=key)
         return bytes(rows[0][0]) if rows else None
 
+    @unit_of_work(idempotent=False)
     def kv_put(self, ns: str, key: str, value: bytes, expected: bytes | None = None,
                create: bool = False) -> bool:  # fmt: skip
         kv_key(ns, key)
@@ -259,10 +261,12 @@ class SqlAdmin:
                 return bool(tx.q("kv_set", ns=ns, key=key, value=value))
             return bool(tx.q("kv_cas", ns=ns, key=key, value=value, expected=expected))
 
+    @unit_of_work(idempotent=True)
     def kv_delete(self, ns: str, key: str) -> bool:
         with self._begin() as tx:
             return bool(tx.q("kv_delete", ns=ns, key=key))
 
+    @unit_of_work(idempotent=True)
     def kv_list(self, ns: str) -> dict[str, bytes]:
         with self._read() as tx:
             return {k: bytes(v) for k, v in tx.q("kv_list", ns=ns)}

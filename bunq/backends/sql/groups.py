@@ -19,33 +19,23 @@ counts and buckets stay exact across brokers.
 from __future__ import annotations
 
 from collections import deque
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...queueconfig import QueueLimits
-
-if TYPE_CHECKING:
-    from .store import Tx
+from .core import SqlCore, Tx
+from .rows import COL
 
 CURSOR_NS = "bunq.group-cursor"  # kv namespace: queue -> the group served last
 Head = tuple[Any, ...]  # (id, priority, ord_at, seq)
 
 
 def _rank(row: Head) -> tuple[int, int, int]:
-    return -row[1], row[2], row[3]
+    _id, priority, ord_at, seq = row
+    return -priority, ord_at, seq
 
 
-class SqlGroups:
-    """Mixin of SqlBackend: needs ``_begin``, ``_lock_key`` and ``_batch_sql``."""
-
-    def _begin(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _lock_key(self, tx: Tx, key: str) -> None:
-        raise NotImplementedError
-
-    def _batch_sql(self, name: str, n: int, width: int) -> str:
-        raise NotImplementedError
+class SqlGroups(SqlCore):
+    """Part of SqlBackend: the claim of a grouped queue (inside the lease's transaction)."""
 
     def _claim_groups(self, tx: Tx, queue: str, n: int, limits: QueueLimits | None,
                       now: int, lease: dict[str, Any]) -> list[tuple[Any, ...]]:  # fmt: skip
@@ -66,11 +56,11 @@ class SqlGroups:
         params = {f"v{i}_0": jid for i, jid in enumerate(picked)}
         rows = tx.sql(self._batch_sql("lease_ids", len(picked), 1), {**params, **lease})
         order = {jid: i for i, jid in enumerate(picked)}
-        rows.sort(key=lambda r: order[r[0]])
+        rows.sort(key=lambda r: order[r[COL.id]])
         if limits is not None and limits.group_rate_max:
             spent: dict[str, int] = {}
             for r in rows:
-                g = turns.from_group.get(r[0])
+                g = turns.from_group.get(r[COL.id])
                 if g is not None:
                     spent[g] = spent.get(g, 0) + 1
             for g, k in spent.items():

@@ -8,13 +8,13 @@ range of the ``jobs_delayed`` index with a LIMIT.
 
 The functions take the :class:`~.store.SqlBackend` as ``self`` and are bound
 on it as methods; the statements are rendered with the others
-(:func:`.queries.render_all` merges :data:`STATEMENTS`).
+(their statements are :data:`.queries.JOB_OPS`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...codec import options_blob, options_from_blob, pack
 from ...errors import JobNotFound
@@ -35,44 +35,7 @@ from ...jobrules import (
     expect,
 )
 from ..base import check_queue_name as _qn
-
-if TYPE_CHECKING:
-    from .store import Tx
-
-_ORD = "CASE WHEN seq < 0 THEN -:run_at ELSE :run_at END"  # LIFO jobs order by -run_at
-
-STATEMENTS = {
-    # {dep_lock} is FOR UPDATE on PostgreSQL: the row stays ours until commit.
-    "op_row": "SELECT state, run_at, queue, opts, attempts FROM {jobs} WHERE id = :id {dep_lock}",
-    "op_requeue": (
-        "UPDATE {jobs} SET state = 'waiting', run_at = :run_at, ord_at = " + _ORD + ","
-        " attempts = 0, stalls = 0, started_at = NULL, finished_at = NULL, dlq_at = NULL,"
-        " result = NULL WHERE id = :id"
-    ),
-    "op_run_at": "UPDATE {jobs} SET run_at = :run_at, ord_at = " + _ORD + " WHERE id = :id",
-    "op_promote_many": (
-        "UPDATE {jobs} SET run_at = :run_at, ord_at = " + _ORD + " WHERE id IN (SELECT id"
-        " FROM {jobs} WHERE queue = :queue AND state = 'waiting' AND run_at > created_at"
-        " AND run_at > :run_at ORDER BY run_at, seq LIMIT :n {skip_locked}) RETURNING id"
-    ),
-    "op_priority": "UPDATE {jobs} SET priority = :priority, opts = :opts WHERE id = :id",
-    "op_data": "UPDATE {jobs} SET data = :data WHERE id = :id",
-    "op_discard": (
-        "UPDATE {jobs} SET state = 'failed', finished_at = :now, dlq_at = :now,"
-        " lease_token = NULL, lease_until = NULL, error = :error, reason = 'explicit_fail'"
-        " WHERE id = :id"
-    ),
-    "op_clear_logs": (
-        "DELETE FROM {logs} WHERE job_id = :id AND n <= (SELECT COALESCE(MAX(n), 0)"
-        " FROM {logs} WHERE job_id = :id) - :keep"
-    ),
-    # An index range of jobs_queue (queue, 'waiting', priority): the queue's pending jobs.
-    "op_by_priority": (
-        "SELECT priority, COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
-        " GROUP BY priority"
-    ),
-    "op_uniq_delete": "DELETE FROM {uniq} WHERE queue = :queue AND key = :key RETURNING key",
-}
+from .core import Tx, unit_of_work
 
 _STATES = {s.value: s for s in JobState}
 
@@ -101,6 +64,7 @@ def _one(self: Any, job_id: JobId, allowed: frozenset[JobState], operation: str,
     return out
 
 
+@unit_of_work(idempotent=False)
 def remove_job(self: Any, job_id: JobId) -> bool:
     try:
         return bool(_one(self, job_id, REMOVABLE, "remove",
@@ -109,16 +73,19 @@ def remove_job(self: Any, job_id: JobId) -> bool:
         return False
 
 
+@unit_of_work(idempotent=False)
 def retry_job(self: Any, job_id: JobId) -> None:
     _one(self, job_id, RETRYABLE, "retry",
          lambda tx, q, now, *_: tx.q("op_requeue", id=job_id, run_at=now))  # fmt: skip
 
 
+@unit_of_work(idempotent=False)
 def promote_job(self: Any, job_id: JobId) -> None:
     _one(self, job_id, frozenset((JobState.DELAYED,)), "promote",
          lambda tx, q, now, *_: tx.q("op_run_at", id=job_id, run_at=now))  # fmt: skip
 
 
+@unit_of_work(idempotent=False)
 def promote_jobs(self: Any, queue: str, count: int) -> int:
     _qn(queue)
     count = check_count(count)
@@ -131,6 +98,7 @@ def promote_jobs(self: Any, queue: str, count: int) -> int:
     return n
 
 
+@unit_of_work(idempotent=True)
 def change_priority(self: Any, job_id: JobId, priority: int) -> None:
     priority = check_priority(priority)
 
@@ -141,18 +109,21 @@ def change_priority(self: Any, job_id: JobId, priority: int) -> None:
     _one(self, job_id, REPRIORITISABLE, "change the priority of", act)
 
 
+@unit_of_work(idempotent=True)
 def change_delay(self: Any, job_id: JobId, delay: int) -> None:
     delay = check_delay(delay)
     _one(self, job_id, PENDING, "change the delay of",
          lambda tx, q, now, *_: tx.q("op_run_at", id=job_id, run_at=now + delay))  # fmt: skip
 
 
+@unit_of_work(idempotent=True)
 def update_data(self: Any, job_id: JobId, data: Any) -> None:
     blob = pack(data, "data", self.max_payload)
     _one(self, job_id, UPDATABLE, "update",
          lambda tx, *_: tx.q("op_data", id=job_id, data=blob))  # fmt: skip
 
 
+@unit_of_work(idempotent=False)
 def discard_job(self: Any, job_id: JobId) -> None:
     def act(tx: Tx, q: str, now: int, state: JobState, opts: bytes, attempts: int) -> None:
         tx.q("op_discard", id=job_id, now=now, error=DISCARDED)
@@ -164,6 +135,7 @@ def discard_job(self: Any, job_id: JobId) -> None:
     _one(self, job_id, DISCARDABLE, "discard", act)
 
 
+@unit_of_work(idempotent=False)
 def clear_logs(self: Any, job_id: JobId, keep: int = 0) -> None:
     keep = check_keep(keep)
     every = frozenset(JobState)
@@ -171,12 +143,14 @@ def clear_logs(self: Any, job_id: JobId, keep: int = 0) -> None:
          lambda tx, *_: tx.q("op_clear_logs", id=job_id, keep=keep))  # fmt: skip
 
 
+@unit_of_work(idempotent=True)
 def counts_per_priority(self: Any, queue: str) -> dict[int, int]:
     _qn(queue)
     with self._read() as tx:
         return {int(p): int(n) for p, n in tx.q("op_by_priority", queue=queue)}
 
 
+@unit_of_work(idempotent=True)
 def dedup_job_id(self: Any, queue: str, key: str) -> JobId | None:
     _qn(queue)
     key = check_key(key)
@@ -189,6 +163,7 @@ def dedup_job_id(self: Any, queue: str, key: str) -> JobId | None:
     return None if until is not None and until <= now else str(job_id)
 
 
+@unit_of_work(idempotent=False)
 def remove_dedup_key(self: Any, queue: str, key: str) -> bool:
     _qn(queue)
     key = check_key(key)

@@ -24,15 +24,15 @@ log = logging.getLogger("bunq.postgres")
 Conn = psycopg.Connection[Any]
 
 COPY_MIN = 64  # bulk adds of at least this many plain jobs go through COPY
-_row = operator.itemgetter(*INSERT_COLS)
+insert_row = operator.itemgetter(*INSERT_COLS)
 
 
-def _plain(job: NewJob) -> bool:
+def is_plain(job: NewJob) -> bool:
     o = job.opts
     return o.job_id is None and o.unique_key is None and not o.depends_on
 
 
-class _CommitUnknown(Exception):
+class CommitUnknown(Exception):
     """The connection broke while COMMIT was in flight: it may or may not have landed."""
 
 
@@ -41,7 +41,7 @@ def translate_errors() -> Iterator[None]:
     """Turn psycopg errors into bunq errors (``raise ... from exc``), once, here."""
     try:
         yield
-    except _CommitUnknown as exc:
+    except CommitUnknown as exc:
         raise BackendUnavailable(f"postgres: connection lost during COMMIT, outcome unknown"
                                  f" ({exc.__cause__})") from exc.__cause__  # fmt: skip
     except pge.UniqueViolation as exc:
@@ -130,7 +130,7 @@ class DbClock:
         self.due = time.monotonic() + self.every_s
 
 
-class _PgTx:
+class PgTx:
     """One transaction (or autocommit reads) on a pooled connection."""
 
     __slots__ = ("conn", "cur", "stmts", "pending")
@@ -159,7 +159,7 @@ class _PgTx:
         if _stmt == "insert_job" and len(rows) >= COPY_MIN:
             with self.cur.copy(self.stmts["copy_jobs"]) as cp:
                 for r in rows:
-                    cp.write_row(_row(r))
+                    cp.write_row(insert_row(r))
         elif len(rows) == 1:
             self.cur.execute(self.stmts[_stmt], rows[0])
         else:
@@ -169,7 +169,7 @@ class _PgTx:
         self.pending.append(sql)  # savepoints: merged into the next round trip
 
 
-class _Rows:
+class PlainRows:
     """The "transaction" of plain admissions: rows collected, inserted by one statement."""
 
     __slots__ = ("rows", "mark")
@@ -181,7 +181,8 @@ class _Rows:
     def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]:
         raise AssertionError("plain admissions run no queries")
 
-    sql = q
+    def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        raise AssertionError("plain admissions run no queries")
 
     def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
         self.rows += rows
@@ -193,7 +194,7 @@ class _Rows:
             del self.rows[self.mark :]
 
 
-class _Listener:
+class Listener:
     """A LISTEN connection read by a daemon thread (started by the first ``wait``).
 
     Each NOTIFY bumps its queue's counter; a waiter returns once the counter
@@ -233,17 +234,17 @@ class _Listener:
             try:
                 with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
                     conn.execute(f"LISTEN {self.channel}")
-                    self._bump(None)
+                    self.bump(None)
                     delay = 0.05
                     while not self.stop.is_set():
                         for n in conn.notifies(timeout=1.0):
-                            self._bump(n.payload)
+                            self.bump(n.payload)
             except psycopg.Error as exc:
                 log.debug("LISTEN connection lost (%s); reconnecting", exc)
                 self.stop.wait(delay)
                 delay = min(delay * 2, 2.0)
 
-    def _bump(self, queue: str | None) -> None:
+    def bump(self, queue: str | None) -> None:
         with self.cond:
             if queue is None:
                 self.epoch += 1

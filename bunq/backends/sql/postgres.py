@@ -5,18 +5,17 @@ that changes the row, leases use the database clock (:class:`DbClock`), advisory
 locks order admissions of one job id or unique key across brokers, and
 ``LISTEN/NOTIFY`` wakes idle workers (the wait timeout is the fallback). Every
 public call is one unit of work, retried with backoff while the failure is
-transient and a repeat is safe (see ``_call``); driver errors are translated once
+transient and a repeat is safe (``_run_unit``, the rule each operation declares
+with :func:`~.core.unit_of_work`); driver errors are translated once
 (:func:`translate_errors`). See ``docs/postgres.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import random
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -28,20 +27,20 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ...errors import BackendUnavailable, ConfigError, DuplicateJob
-from ...job import Job, Lease, NewJob, Settle, check_new_jobs
+from ...job import Job, Lease, NewJob, check_new_jobs
 from ..base import QUEUE_NAME
 from ..urls import redact
 from .groupcommit import GroupCommit
 from .pgconn import (
     COPY_MIN,
+    CommitUnknown,
     Conn,
     DbClock,
-    _CommitUnknown,
-    _Listener,
-    _PgTx,
-    _plain,
-    _row,
-    _Rows,
+    Listener,
+    PgTx,
+    PlainRows,
+    insert_row,
+    is_plain,
     log,
     probe,
     translate_errors,
@@ -104,12 +103,11 @@ class PostgresBackend(SqlBackend):
             dsn, min_size=pool_min, max_size=pool_max, kwargs={"autocommit": True},
             open=True, name=f"bunq-{ns}", num_workers=1)  # fmt: skip
         self._channel = f"bunq_{ns}"
-        self._local = threading.local()
-        self._listener = _Listener(dsn, self._channel)
+        self._listener = Listener(dsn, self._channel)
         self._insert_sqls: dict[int, str] = {}
-        self._plain: GroupCommit[_Rows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
+        self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
         try:
-            self._call(self._open, migrate == "auto", idempotent=True)
+            self._run_unit(lambda: self._open(migrate == "auto"), idempotent=True)
         except BaseException:
             self.close()
             raise
@@ -163,7 +161,7 @@ class PostgresBackend(SqlBackend):
         Safe while other brokers migrate or run: the DDL runs in one transaction
         under an advisory lock on the schema name, so concurrent calls queue up.
         """
-        return self._call(self._migrate, idempotent=True)
+        return self._run_unit(self._migrate, idempotent=True)
 
     def _migrate(self) -> int:
         with self._begin() as tx:
@@ -199,13 +197,12 @@ class PostgresBackend(SqlBackend):
         return conn
 
     @contextlib.contextmanager
-    def _begin(self) -> Iterator[_PgTx]:
+    def _begin(self, durable: bool = True) -> Iterator[PgTx]:
         conn = self._checkout()
         try:
-            # A claim's commit need not wait for the WAL flush: if the server crashes
-            # before the flush, the claim is undone and the job is simply leased again.
-            fast = getattr(self._local, "claiming", False)
-            tx = _PgTx(conn, self._sql, [_BEGIN, _ASYNC] if fast else [_BEGIN])
+            # Not durable (a claim, a completion): the commit does not wait for the WAL
+            # flush; lost in a server crash it is undone and the job is leased again.
+            tx = PgTx(conn, self._sql, [_BEGIN] if durable else [_BEGIN, _ASYNC])
             try:
                 yield tx
             except BaseException:
@@ -217,28 +214,28 @@ class PostgresBackend(SqlBackend):
             try:
                 tx.cur.execute("; ".join([*tx.pending, "COMMIT"]), prepare=False)
             except psycopg.OperationalError as exc:
-                raise _CommitUnknown(str(exc)) from exc
+                raise CommitUnknown(str(exc)) from exc
         finally:
             self._pool.putconn(conn)
 
     @contextlib.contextmanager
-    def _read(self) -> Iterator[_PgTx]:
+    def _read(self) -> Iterator[PgTx]:
         # READ COMMITTED gives each statement its own snapshot anyway, so reads run
         # as autocommit statements: two round trips (BEGIN, COMMIT) fewer.
         conn = self._checkout()
         try:
-            yield _PgTx(conn, self._sql, [])
+            yield PgTx(conn, self._sql, [])
         finally:
             self._pool.putconn(conn)
 
     @contextlib.contextmanager
-    def _collect(self) -> Iterator[_Rows]:
+    def _collect(self) -> Iterator[PlainRows]:
         # One autocommit statement for every plain add that queued up meanwhile: one
         # round trip, no BEGIN/COMMIT, the NOTIFY included; COPY for big batches.
         # Either fails whole on an id that exists: a replay of our own commit whose
         # answer was lost (every row there with its seq) is success, anything else
         # a DuplicateJob, never a silently dropped job.
-        tx = _Rows()
+        tx = PlainRows()
         yield tx
         conn = self._checkout()
         try:
@@ -247,7 +244,7 @@ class PostgresBackend(SqlBackend):
                     if len(tx.rows) >= COPY_MIN:
                         with cur.copy(self._sql["copy_jobs"]) as cp:
                             for r in tx.rows:
-                                cp.write_row(_row(r))
+                                cp.write_row(insert_row(r))
                         for q in {r["queue"] for r in tx.rows}:
                             self._ring(q)
                     else:
@@ -260,7 +257,7 @@ class PostgresBackend(SqlBackend):
                     if row is None or row[0] != len(tx.rows):
                         raise DuplicateJob(f"a job with one of these ids exists: {exc}") from exc
         except psycopg.OperationalError as exc:
-            raise _CommitUnknown(str(exc)) from exc
+            raise CommitUnknown(str(exc)) from exc
         finally:
             self._pool.putconn(conn)
 
@@ -270,17 +267,17 @@ class PostgresBackend(SqlBackend):
             values = values_rows(POSTGRES, len(rows), len(INSERT_COLS))
             sql = self._insert_sqls[len(rows)] = self._sql["insert_jobs_idem"].replace(
                 "{values}", values)  # fmt: skip
-        params = {f"v{i}_{j}": v for i, r in enumerate(rows) for j, v in enumerate(_row(r))}
+        params = {f"v{i}_{j}": v for i, r in enumerate(rows) for j, v in enumerate(insert_row(r))}
         cur.execute(sql, {"channel": self._channel, **params})
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
         check_new_jobs(jobs)  # bunq.validate's bounds fit PostgreSQL's columns (no NUL, int4)
-        if not jobs or not all(_plain(j) for j in jobs):
-            added: list[Job] = self._call(SqlBackend.add, self, jobs)
-            return added
+        if not jobs or not all(is_plain(j) for j in jobs):
+            return SqlBackend.add(self, jobs)
         prepared = [self._prepare(j) for j in jobs]
-        return self._call(self._plain.run, lambda tx: self._admit(tx, prepared), idempotent=True)
+        return self._run_unit(lambda: self._plain.run(lambda tx: self._admit(tx, prepared)),
+                              idempotent=True)  # fmt: skip
 
     def _complete_rows(self, tx: Any, chunk: Sequence[tuple[Lease, bytes]],
                        now: int) -> list[tuple[Any, ...]]:  # fmt: skip
@@ -290,37 +287,26 @@ class PostgresBackend(SqlBackend):
             results=[blob for _, blob in chunk])  # fmt: skip
         return rows
 
-    def _claim(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
-        self._local.claiming = True
-        try:
-            return SqlBackend.lease(self, queue, n, lease_ms, owner)
-        finally:
-            self._local.claiming = False
-
-    def _complete_fast(self, items: Sequence[tuple[Lease, Any]]) -> list[Settle]:
-        # A completion's commit need not wait for the WAL flush either: lost in a
-        # server crash, it is undone, the lease expires and the job runs again
-        # (at least once), exactly as when the worker dies before settling.
-        self._local.claiming = True
-        try:
-            return SqlBackend.complete_many(self, items)
-        finally:
-            self._local.claiming = False
-
     def _lock_key(self, tx: Any, key: str) -> None:
         tx.q("key_lock", key=f"{self._ns}:{key}")
 
-    def _call(self, fn: Callable[..., T], *args: Any, idempotent: bool = False) -> T:
-        """Run one unit of work, retrying transient failures where that is safe."""
+    def _run_unit(self, work: Callable[[], T], idempotent: bool) -> T:
+        """Run one unit of work, retrying transient failures where that is safe.
+
+        Retried: a connection failure or a transaction rolled back by the server
+        (serialization failure, deadlock: ``OperationalError``), a unique violation
+        at most 3 times (the winner of a race is visible now), and a COMMIT whose
+        answer was lost only if the unit is ``idempotent``; within ``retry_ms``.
+        """
         deadline = time.monotonic() + self.retry_ms / 1000
         tries = 0
         with translate_errors():
             while True:
                 try:
-                    return fn(*args)
-                except (psycopg.Error, _CommitUnknown) as exc:
+                    return work()
+                except (psycopg.Error, CommitUnknown) as exc:
                     tries += 1
-                    if isinstance(exc, _CommitUnknown):
+                    if isinstance(exc, CommitUnknown):
                         retry = idempotent
                     elif isinstance(exc, pge.UniqueViolation):
                         retry = tries <= 3  # the winner of a race is visible now
@@ -362,36 +348,9 @@ class PostgresBackend(SqlBackend):
             return
         self._closed = True
         self._listener.stop.set()
-        self._listener._bump("")  # release waiters
+        self._listener.bump("")  # release waiters
         if self._listener.thread is not None:  # wake it out of notifies() at once
             with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as c:
                 c.execute(f"NOTIFY {self._channel}")
             self._listener.thread.join(2.0)
         self._pool.close()
-
-
-def _retrying(fn: Callable[..., T], idempotent: bool) -> Callable[..., T]:
-    @functools.wraps(fn)
-    def call(self: PostgresBackend, *args: Any, **kw: Any) -> T:
-        return self._call(functools.partial(fn, self, *args, **kw), idempotent=idempotent)
-
-    return call
-
-
-# Retried even after a COMMIT whose answer was lost: a lost lease expires and is swept;
-# a settle or extend re-checks its fence (a repeat answers STALE); the rest converge.
-_IDEMPOTENT = (
-    "fail", "extend", "sweep", "get_job", "get_jobs", "counts",
-    "queues", "get_children_results", "pause", "resume", "is_paused", "drain", "clean",
-    "obliterate", "set_limits", "get_limits", "update_progress", "get_logs", "dlq_list",
-    "dlq_retry", "dlq_purge", "dlq_size", "dlq_remove", "dlq_config", "kv_get", "kv_delete",
-    "kv_list",
-)  # fmt: skip
-# Retried only when the transaction surely rolled back: a repeat could add twice.
-_ONCE = ("add_log", "kv_put")
-for _name in _IDEMPOTENT + _ONCE:
-    setattr(PostgresBackend, _name, _retrying(getattr(SqlBackend, _name), _name in _IDEMPOTENT))
-PostgresBackend.lease = _retrying(PostgresBackend._claim, True)  # type: ignore[method-assign]
-PostgresBackend.complete_many = _retrying(  # type: ignore[method-assign]
-    PostgresBackend._complete_fast, True
-)

@@ -25,11 +25,15 @@ COUNT_SLOTS = 16
 
 LIVE = "('waiting','active','waiting-children')"
 
-JOB_COLS = (
-    "id, queue, name, data, state, priority, seq, run_at, created_at, started_at, finished_at,"
-    " attempts, max_attempts, stalls, lease_token, lease_until, opts, progress, result, error,"
-    " reason, dlq_at, dlq_retries, ord_at"
-)
+# The columns of a job row (every statement that returns jobs), in order: rows are
+# read by these names (``rows.COL``), never by a position written out by hand.
+JOB_COLUMNS = (
+    "id", "queue", "name", "data", "state", "priority", "seq", "run_at", "created_at",
+    "started_at", "finished_at", "attempts", "max_attempts", "stalls", "lease_token",
+    "lease_until", "opts", "progress", "result", "error", "reason", "dlq_at", "dlq_retries",
+    "ord_at",
+)  # fmt: skip
+JOB_COLS = ", ".join(JOB_COLUMNS)
 
 # Columns of one admitted job, in the order of "insert_job" (and of the PostgreSQL COPY).
 INSERT_COLS = (
@@ -563,6 +567,43 @@ def values_rows(dialect: Dialect, n: int, width: int) -> str:
     return dialect.render(rows, {})
 
 
+_ORD = "CASE WHEN seq < 0 THEN -:run_at ELSE :run_at END"  # LIFO jobs order by -run_at
+
+# Per-job operations (.jobops): one keyed statement each.
+JOB_OPS = {
+    # {dep_lock} is FOR UPDATE on PostgreSQL: the row stays ours until commit.
+    "op_row": "SELECT state, run_at, queue, opts, attempts FROM {jobs} WHERE id = :id {dep_lock}",
+    "op_requeue": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :run_at, ord_at = " + _ORD + ","
+        " attempts = 0, stalls = 0, started_at = NULL, finished_at = NULL, dlq_at = NULL,"
+        " result = NULL WHERE id = :id"
+    ),
+    "op_run_at": "UPDATE {jobs} SET run_at = :run_at, ord_at = " + _ORD + " WHERE id = :id",
+    "op_promote_many": (
+        "UPDATE {jobs} SET run_at = :run_at, ord_at = " + _ORD + " WHERE id IN (SELECT id"
+        " FROM {jobs} WHERE queue = :queue AND state = 'waiting' AND run_at > created_at"
+        " AND run_at > :run_at ORDER BY run_at, seq LIMIT :n {skip_locked}) RETURNING id"
+    ),
+    "op_priority": "UPDATE {jobs} SET priority = :priority, opts = :opts WHERE id = :id",
+    "op_data": "UPDATE {jobs} SET data = :data WHERE id = :id",
+    "op_discard": (
+        "UPDATE {jobs} SET state = 'failed', finished_at = :now, dlq_at = :now,"
+        " lease_token = NULL, lease_until = NULL, error = :error, reason = 'explicit_fail'"
+        " WHERE id = :id"
+    ),
+    "op_clear_logs": (
+        "DELETE FROM {logs} WHERE job_id = :id AND n <= (SELECT COALESCE(MAX(n), 0)"
+        " FROM {logs} WHERE job_id = :id) - :keep"
+    ),
+    # An index range of jobs_queue (queue, 'waiting', priority): the queue's pending jobs.
+    "op_by_priority": (
+        "SELECT priority, COUNT(*) FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " GROUP BY priority"
+    ),
+    "op_uniq_delete": "DELETE FROM {uniq} WHERE queue = :queue AND key = :key RETURNING key",
+}
+
+
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
@@ -581,8 +622,6 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
-    from .jobops import STATEMENTS as JOB_OPS  # per-job operations, in their own module
-
     stmts = {**Q, **JOB_OPS, **PG_ONLY} if dialect.name == "postgres" else {**Q, **JOB_OPS}
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
     triggers = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE

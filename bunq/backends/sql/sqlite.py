@@ -219,8 +219,8 @@ class SQLiteBackend(SqlBackend):
                 self._conns.append(conn)
         return conn
 
-    def _begin(self) -> Any:
-        return self._tx("BEGIN IMMEDIATE")
+    def _begin(self, durable: bool = True) -> Any:
+        return self._tx("BEGIN IMMEDIATE")  # every commit follows ``synchronous``
 
     def _read(self) -> Any:
         return self._tx("BEGIN")  # deferred: readers never take the write lock
@@ -270,6 +270,9 @@ class SQLiteBackend(SqlBackend):
                     tx.raw(self._sql[key])
             if not rows or int(rows[0][0]) < SCHEMA_VERSION:
                 tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
+
+    def _lock_key(self, tx: Any, key: str) -> None:
+        """Nothing to take: SQLite's write lock already serialises every writer."""
 
     # -- wake-ups ----------------------------------------------------------------------
     def _ring(self, queue: str) -> None:

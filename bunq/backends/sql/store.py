@@ -1,19 +1,19 @@
 """SqlBackend: the job semantics over SQL, shared by SQLite and PostgreSQL.
 
-Subclasses supply a transaction (``_begin``), a wake-up channel
-(``_ring`` / ``wait``) and their dialect; everything else (admission,
-dedup, dependencies, leases under a fence, sweep, DLQ, retention) is here,
-once, over the named statements of :mod:`.queries`.
+Dialect backends implement :class:`~.core.SqlCore`'s abstract methods (a
+transaction, a wake-up channel, how a unit of work runs); everything else
+(admission, dedup, dependencies, leases under a fence, sweep, DLQ, retention)
+is here and in the parts SqlBackend is made of (:mod:`.admin`, :mod:`.sweep`,
+:mod:`.groups`), once, over the named statements of :mod:`.queries`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
-from ...codec import options_blob, pack, unpack
+from ...codec import options_blob, pack, setting_from_blob
 from ...errors import DependencyError, DuplicateJob
 from ...job import (
     Job,
@@ -27,28 +27,19 @@ from ...job import (
     now_ms,
 )  # fmt: skip
 from ...policy import DEFAULT_MAX_STALLS, FailDecision
-from ...queueconfig import QueueLimits, from_stored
+from ...queueconfig import QueueLimits
 from ...validate import duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock
 from ..base import check_queue_name as _qn
 from . import jobops
 from .admin import SqlAdmin
+from .core import Tx, iter_chunks, unit_of_work
 from .groupcommit import GroupCommit
 from .groups import SqlGroups
-from .queries import Dialect, values_rows
-from .rows import job_from_row
+from .rows import COL, job_from_row
 from .sweep import SqlSweep
 
 LIVE_STATES = ("waiting", "active", "waiting-children")
-
-
-class Tx(Protocol):
-    """One open transaction: run a named statement, get all rows back."""
-
-    def q(self, _stmt: str, /, **params: Any) -> list[tuple[Any, ...]]: ...
-    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None: ...
-    def sql(self, text: str, params: dict[str, Any]) -> list[tuple[Any, ...]]: ...
-    def raw(self, sql: str) -> None: ...
 
 
 class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
@@ -89,35 +80,6 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
     dedup_job_id = jobops.dedup_job_id
     remove_dedup_key = jobops.remove_dedup_key
 
-    # -- provided by the dialect backends ------------------------------------------
-    dialect: Dialect
-    _sql: dict[str, str]
-
-    def _begin(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _ring(self, queue: str) -> None:
-        """Tell waiting workers that ``queue`` may have work (after commit)."""
-
-    def _ring_on_commit(self, tx: Tx, queue: str) -> bool:
-        """Attach the wake-up of ``queue`` to ``tx``'s commit if the dialect can (True)."""
-        return False
-
-    def _lock_key(self, tx: Tx, key: str) -> None:
-        """Serialise transactions on one identity (job id, unique key, limited queue).
-
-        A no-op here: SQLite's write lock already serialises writers. PostgreSQL
-        takes a transaction-scoped advisory lock, so two brokers admitting the same
-        job id or unique key at once run one after the other and the second sees
-        the first's job instead of admitting a duplicate.
-        """
-
-    def wait(self, queue: str, timeout_ms: int) -> bool:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
     # -- admission -------------------------------------------------------------------
     def _next_seq(self, now: int) -> int:
         # Time-ordered admission sequence: ms * 4096 + a per-process counter, so
@@ -125,12 +87,13 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         self._seq = max(self._seq + 1, now << 12)
         return self._seq
 
+    @unit_of_work(idempotent=False)
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         if not jobs:
             return []
         check_new_jobs(jobs)
         prepared = [self._prepare(j) for j in jobs]
-        out = self._writes.run(lambda tx: self._admit(tx, prepared))
+        out: list[Job] = self._writes.run(lambda tx: self._admit(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
         return out
@@ -198,7 +161,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         rows = tx.q("get_job", id=job_id)
         if not rows:
             return None
-        if rows[0][4] in LIVE_STATES:
+        if rows[0][COL.state] in LIVE_STATES:
             return job_from_row(rows[0], self.clock())
         self._forget(tx, [job_id])  # finished: the id may be reused
         return None
@@ -209,7 +172,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         until = None if o.unique_ttl is None else now + o.unique_ttl
         for holder_id, held_until in tx.q("uniq_get", queue=job.queue, key=key):
             rows = tx.q("get_job", id=holder_id)
-            live = bool(rows) and rows[0][4] in LIVE_STATES
+            live = bool(rows) and rows[0][COL.state] in LIVE_STATES
             held = held_until > now if held_until is not None else live
             if not held:
                 break
@@ -218,7 +181,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                 if rows:
                     return job_from_row(rows[0], now)
                 raise DuplicateJob(f"unique key {key!r} is held", key=key, job_id=holder_id)
-            if o.unique_strategy is UniqueStrategy.REPLACE and (not rows or rows[0][4] != "active"):
+            if o.unique_strategy is UniqueStrategy.REPLACE and (
+                not rows or rows[0][COL.state] != "active"
+            ):
                 self._forget(tx, [holder_id])
                 break
             raise DuplicateJob(f"unique key {key!r} is held by job {holder_id}",
@@ -237,21 +202,15 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             pending += rows[0][0] != "completed"
         return pending
 
-    def _forget(self, tx: Tx, ids: Sequence[JobId]) -> None:
-        """Delete jobs and what hangs off them: a few set-based statements per 500 ids."""
-        for chunk in iter_chunks(list(ids), 500):
-            params = {f"v{i}_0": jid for i, jid in enumerate(chunk)}
-            for name in ("forget_jobs", "forget_attempts", "forget_logs", "forget_uniq"):
-                tx.sql(self._batch_sql(name, len(chunk), 1), params)
-
     # -- leases ------------------------------------------------------------------------
+    @unit_of_work(idempotent=True)
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
         _qn(queue)
         lease_args(n, lease_ms, owner)
         if n <= 0:
             return []
         token = uuid.uuid4().hex
-        with self._begin() as tx:
+        with self._begin(durable=False) as tx:
             now = self.clock()
             n, tokens, limits, grouped = self._admissible(tx, queue, n, now)
             if n <= 0:
@@ -261,7 +220,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                 rows = self._claim_groups(tx, queue, n, limits, now, lease)
             else:
                 rows = tx.q("lease", queue=queue, n=n, **lease)
-                rows.sort(key=lambda r: (-r[5], r[23], r[6]))
+                rows.sort(key=lambda r: (-r[COL.priority], r[COL.ord_at], r[COL.seq]))
             if rows and tokens is not None:  # a rate-limited queue spends its tokens
                 tx.q("rate_set", queue=queue, tokens=tokens - len(rows), at=now)
         until = now + lease_ms
@@ -283,7 +242,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             return 0, None, None, False
         if limits_blob is None:
             return n, None, None, bool(grouped)
-        limits = from_stored(QueueLimits, **unpack(limits_blob))
+        limits = setting_from_blob(QueueLimits, limits_blob)
         if limits.concurrency or limits.rate_max:
             self._lock_key(tx, f"lim:{queue}")  # the count and the tokens below stay exact
         if limits.concurrency:
@@ -305,13 +264,14 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
     def complete(self, lease: Lease, result: Any = None) -> Settle:
         return self.complete_many([(lease, result)])[0]
 
+    @unit_of_work(idempotent=True)
     def complete_many(self, items: Sequence[tuple[Lease, Any]]) -> list[Settle]:
         packed = [(lease, pack(result, "result", self.max_payload)) for lease, result in items]
         if not packed:
             return []
         done: set[str] = set()
         queues = {lease.job.queue for lease, _ in items}
-        with self._begin() as tx:
+        with self._begin(durable=False) as tx:
             now = self.clock()
             for chunk in iter_chunks(packed, 200):
                 done.update(self._complete_chunk(tx, chunk, now))
@@ -343,14 +303,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                 self._forget(tx, [jid])
         return [r[0] for r in rows]
 
-    def _batch_sql(self, name: str, n: int, width: int) -> str:
-        key = (name, n)
-        sql = self._batch_cache.get(key)
-        if sql is None:
-            sql = self._sql[name].replace("{values}", values_rows(self.dialect, n, width))
-            self._batch_cache[key] = sql
-        return sql
-
+    @unit_of_work(idempotent=True)
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip
         duration(duration_ms, "duration_ms")
@@ -380,17 +333,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             self._ring(lease.job.queue)
         return Settle.OK
 
+    @unit_of_work(idempotent=True)
     def extend(self, lease: Lease, lease_ms: int) -> Settle:
         duration(lease_ms, "lease_ms")
         with self._begin() as tx:
             rows = tx.q("extend", id=lease.job.id, token=lease.token, attempt=lease.attempt,
                         until=self.clock() + lease_ms)  # fmt: skip
         return Settle.OK if rows else Settle.STALE
-
-    def _read(self) -> AbstractContextManager[Tx]:
-        return self._begin()
-
-
-def iter_chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]

@@ -9,44 +9,24 @@ jobs, and how many, comes from the per-queue counters, never from a scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from ...codec import unpack
-from ...job import FailureReason, JobId
+from ...codec import setting_from_blob
+from ...job import FailureReason
 from ...policy import decide_stall
-from ...queueconfig import DlqConfig, from_stored
-from ..base import Clock, SweepResult
-
-if TYPE_CHECKING:
-    from .store import Tx
+from ...queueconfig import DlqConfig
+from ..base import SweepResult
+from .core import SqlCore, Tx, unit_of_work
 
 SWEEP_BATCH = 200  # rows per housekeeping transaction
 MAX_BATCHES = 500  # per step and sweep call: the rest waits for the next sweep
 GROUP_RATE_IDLE_MS = 3_600_000  # group rate buckets untouched this long are dropped
 
 
-class SqlSweep:
-    """Mixin of SqlBackend: needs ``_begin``, ``_read``, ``_ring``, ``_forget`` and options."""
+class SqlSweep(SqlCore):
+    """Part of SqlBackend: expired leases, TTLs, unique keys, DLQ auto-retry, retention."""
 
-    clock: Clock
-    max_stalls: int
-    completed_max_age: int
-    completed_max_count: int
-
-    def _begin(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _read(self) -> AbstractContextManager[Tx]:
-        raise NotImplementedError
-
-    def _ring(self, queue: str) -> None:
-        raise NotImplementedError
-
-    def _forget(self, tx: Tx, ids: Sequence[JobId]) -> None:
-        raise NotImplementedError
-
+    @unit_of_work(idempotent=True)
     def sweep(self) -> SweepResult:
         now = self.clock()
         idle = now - GROUP_RATE_IDLE_MS
@@ -108,7 +88,7 @@ class SqlSweep:
     def _bounds(self, now: int, woken: set[str]) -> tuple[int, int]:
         """DLQ auto-retry and bounds, retention of completed jobs; return (retried, dropped)."""
         with self._read() as tx:
-            configs = {name: from_stored(DlqConfig, **unpack(blob))
+            configs = {name: setting_from_blob(DlqConfig, blob)
                        for name, blob in tx.q("queues_with_dlq")}  # fmt: skip
         retried = 0
         for queue, cfg in configs.items():

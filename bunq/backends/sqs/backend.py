@@ -14,21 +14,31 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
 
 from ...errors import BunqError, ValidationError
-from ...job import Job, JobState, Lease, NewJob, Settle, UniqueStrategy, check_new_jobs, now_ms
+from ...job import (
+    DlqEntry,
+    Job,
+    JobId,
+    JobState,
+    Lease,
+    NewJob,
+    Settle,
+    UniqueStrategy,
+    check_new_jobs,
+    now_ms,
+)
 from ...policy import FailDecision
-from ..base import Capability, Clock, SweepResult, check_queue_name
+from ..base import Capability, Clock, DlqConfig, SweepResult, check_queue_name
 from .client import Api, QueueInfo
 from .codec import Envelope, check_size, encode_body
 from .config import SqsConfig, parse_url
-from .dlq import DlqOps
+from .dlq import Scans
+from .fences import Fences, Held
 from .moves import MAX_VISIBILITY_S, Copy, Mover, copy_attrs, dead_attrs, delay_split
-from .receive import FENCES_KEPT, Cached, Receiver, _Held, visibility
+from .receive import Receiver, visibility
 from .refuse import Refusals, refusal
 
 log = logging.getLogger("bunq.sqs")
@@ -36,12 +46,16 @@ CAPABILITIES = frozenset({Capability.DELAY, Capability.DLQ, Capability.TTL,
                           Capability.MULTI_PROCESS})  # fmt: skip
 
 
-class SQSBackend(Receiver, DlqOps, Refusals):
+class SQSBackend(Refusals):
     """Backend over SQS queues (one backend serves every queue under its prefix).
 
     :param cfg: where the queues are (:func:`~.config.parse_url` builds it from a URL).
     :param clock: epoch-ms clock for leases' ``expires_at``, delays and TTLs.
     :param client: a boto3 SQS client to use instead of building one.
+
+    Made of parts it holds and delegates to: :class:`~.fences.Fences` (local
+    fences), :class:`~.receive.Receiver` (leases, long polls), :class:`~.dlq.Scans`
+    (DLQ, drain, obliterate); what SQS cannot do is refused (:class:`~.refuse.Refusals`).
     """
 
     kind = "sqs"
@@ -58,12 +72,9 @@ class SQSBackend(Receiver, DlqOps, Refusals):
         fifo = bool(self.cfg.home and self.cfg.home.endswith(".fifo"))
         self.capabilities = CAPABILITIES - {Capability.DELAY} | {Capability.GROUPS} if fifo \
             else CAPABILITIES  # fmt: skip
-        self._lock = threading.Lock()
-        self._held: OrderedDict[str, _Held] = OrderedDict()
-        self._latest: OrderedDict[str, int] = OrderedDict()  # job id -> newest attempt here
-        self._settled: OrderedDict[str, None] = OrderedDict()
-        self._cache: dict[str, deque[Cached]] = {}
-        self._vis: dict[str, int] = {}
+        self.fences = Fences()
+        self.receiver = Receiver(self.cfg, clock, self.api, self.moves, self.fences)
+        self.scans = Scans(self.api, self.moves)
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> SQSBackend:
@@ -134,28 +145,6 @@ class SQSBackend(Receiver, DlqOps, Refusals):
             raise refusal("job_id" if o.job_id else "unique_key",
                           "deduplication by id or key needs a FIFO queue (5 minutes)")  # fmt: skip
 
-    # -- local fences ------------------------------------------------------------------
-    def _fence(self, lease: Lease) -> tuple[bool, _Held | None]:
-        """Return (False, _) if this process knows the lease is stale, else (True, what it knows).
-
-        Receipt handles this process settled, or handed out with another
-        attempt, or whose job it has since received again under a later
-        attempt, are refused here; for the rest SQS decides (a refused handle
-        is STALE).
-        """
-        with self._lock:
-            if lease.token in self._settled or self._latest.get(lease.job.id, 0) > lease.attempt:
-                return False, None
-            held = self._held.get(lease.token)
-        return held is None or held.attempt == lease.attempt, held
-
-    def _settle_local(self, handle: str) -> None:
-        with self._lock:
-            self._held.pop(handle, None)
-            self._settled[handle] = None
-            while len(self._settled) > FENCES_KEPT:
-                self._settled.popitem(last=False)
-
     def _body(self, lease: Lease) -> str:
         """The body of a copy of the leased job (re-encoded: bodies are not kept)."""
         j = lease.job
@@ -182,7 +171,7 @@ class SQSBackend(Receiver, DlqOps, Refusals):
         by_queue: dict[str, dict[str, int]] = {}
         for i, (lease, _) in enumerate(items):
             seen = by_queue.setdefault(lease.job.queue, {})
-            if self._fence(lease)[0] and lease.token not in seen:
+            if self.fences.check(lease)[0] and lease.token not in seen:
                 seen[lease.token] = i
         for queue, idx in by_queue.items():
             if not idx:
@@ -190,13 +179,13 @@ class SQSBackend(Receiver, DlqOps, Refusals):
             refused = self.moves.delete(self.api.info(queue), list(idx))
             for handle, i in idx.items():
                 answers[i] = Settle.STALE if handle in refused else Settle.OK
-                self._settle_local(handle)
+                self.fences.settled(handle)
         return answers
 
     def fail(self, lease: Lease, error: str | None, decision: FailDecision,
              duration_ms: int = 0) -> Settle:  # fmt: skip
         """Retry after the backoff (visibility), give the attempt back (a copy), or dead-letter."""
-        ok, held = self._fence(lease)
+        ok, held = self.fences.check(lease)
         if not ok:
             return Settle.STALE
         info, now, handle = self.api.info(lease.job.queue), self.clock(), lease.token
@@ -211,10 +200,10 @@ class SQSBackend(Receiver, DlqOps, Refusals):
             answer = self._retry(info, lease, held, max(decision.run_at - now, 0), now)
         else:  # "delay": the attempt is given back
             answer = self._requeue(info, lease, held, lease.attempt - 1, decision.run_at - now)
-        self._settle_local(handle)
+        self.fences.settled(handle)
         return answer
 
-    def _retry(self, info: QueueInfo, lease: Lease, held: _Held | None, wait_ms: int,
+    def _retry(self, info: QueueInfo, lease: Lease, held: Held | None, wait_ms: int,
                now: int) -> Settle:  # fmt: skip
         secs = math.ceil(wait_ms / 1000)
         left = MAX_VISIBILITY_S - (now - held.received_at) // 1000 - 1 if held else None
@@ -228,7 +217,7 @@ class SQSBackend(Receiver, DlqOps, Refusals):
                     return Settle.OK if self.moves.hide(info, lease.token, 0) else Settle.STALE
         return self._requeue(info, lease, held, lease.attempt, wait_ms)
 
-    def _requeue(self, info: QueueInfo, lease: Lease, held: _Held | None, base: int,
+    def _requeue(self, info: QueueInfo, lease: Lease, held: Held | None, base: int,
                  delay_ms: int) -> Settle:  # fmt: skip
         delay_s, due = delay_split(max(delay_ms, 0), self.clock())
         copy = Copy(self._body(lease), copy_attrs(base, due), delay_s, lease.job.opts.group)
@@ -236,7 +225,7 @@ class SQSBackend(Receiver, DlqOps, Refusals):
 
     def extend(self, lease: Lease, lease_ms: int) -> Settle:
         """ChangeMessageVisibility to ``lease_ms`` from now (whole seconds, 12 h cap)."""
-        ok, held = self._fence(lease)
+        ok, held = self.fences.check(lease)
         if not ok:
             return Settle.STALE
         info, secs = self.api.info(lease.job.queue), visibility(lease_ms)
@@ -259,13 +248,13 @@ class SQSBackend(Receiver, DlqOps, Refusals):
     def counts(self, queue: str) -> dict[JobState, int]:
         """SQS's approximate counts: waiting, delayed, active (in flight), failed (DLQ)."""
         info = self.api.info(check_queue_name(queue))
-        a = self._attrs(info.url, info.name)
+        a = self.scans.approx(info.url, info.name)
         out = dict.fromkeys(JobState, 0)
         out[JobState.WAITING] = int(a.get("ApproximateNumberOfMessages", 0))
         out[JobState.ACTIVE] = int(a.get("ApproximateNumberOfMessagesNotVisible", 0))
         out[JobState.DELAYED] = int(a.get("ApproximateNumberOfMessagesDelayed", 0))
         if info.dlq_url is not None:
-            out[JobState.FAILED] = self._dlq_count(info)
+            out[JobState.FAILED] = self.scans.dlq_count(info)
         return out
 
     def queues(self) -> list[str]:
@@ -273,16 +262,44 @@ class SQSBackend(Receiver, DlqOps, Refusals):
 
     def close(self) -> None:
         """Give back messages received by :meth:`wait` and not leased; close the client."""
-        with self._lock:
-            cached, self._cache = self._cache, {}
-        for queue, items in cached.items():
-            try:
-                self._give_back(self.api.info(queue), [m for m, _, _ in items])
-            except Exception as exc:  # closing must not raise; SQS redelivers
-                log.warning("%s: could not give back %d messages: %s", queue, len(items), exc)
+        self.receiver.close()
         close = getattr(self.api.client, "close", None)
         if callable(close):
             close()
+
+    # -- delegated to the parts --------------------------------------------------------
+    def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
+        """Receive up to ``n`` jobs (:meth:`.Receiver.lease`)."""
+        return self.receiver.lease(queue, n, lease_ms, owner)
+
+    def wait(self, queue: str, timeout_ms: int) -> bool:
+        """Long-poll and keep what arrives for the next lease (:meth:`.Receiver.wait`)."""
+        return self.receiver.wait(queue, timeout_ms)
+
+    def dlq_list(self, queue: str, limit: int = 100, offset: int = 0) -> list[DlqEntry]:
+        return self.scans.dlq_list(queue, limit, offset)
+
+    def dlq_retry(self, queue: str, job_id: JobId | None = None) -> int:
+        return self.scans.dlq_retry(queue, job_id)
+
+    def dlq_purge(self, queue: str) -> int:
+        return self.scans.dlq_purge(queue)
+
+    def dlq_size(self, queue: str) -> int:
+        return self.scans.dlq_size(queue)
+
+    def dlq_remove(self, queue: str, job_id: JobId) -> bool:
+        return self.scans.dlq_remove(queue, job_id)
+
+    def dlq_config(self, queue: str, config: DlqConfig | None = None) -> DlqConfig:
+        return self.scans.dlq_config(queue, config)
+
+    def drain(self, queue: str) -> int:
+        return self.scans.drain(queue)
+
+    def obliterate(self, queue: str, force: bool = False) -> None:
+        self.scans.obliterate(queue, force)
+        self.receiver.forget(queue)
 
 
 __all__ = ["CAPABILITIES", "SQSBackend", "visibility"]

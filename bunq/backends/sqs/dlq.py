@@ -11,15 +11,13 @@ approximate size, so they end even while other consumers keep adding.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
 from ...errors import ConfigError, ValidationError
 from ...job import Attempt, DlqEntry, FailureReason, JobId, JobState
-from ..base import Clock, DlqConfig, check_queue_name
+from ..base import DlqConfig, check_queue_name
 from .client import Api, QueueInfo
 from .codec import (
     ATTEMPT,
@@ -67,25 +65,24 @@ def entry_of(m: dict[str, Any], env: Envelope) -> DlqEntry:
     return DlqEntry(job, reason, error, hist, at)
 
 
-class DlqOps:
-    """DLQ list / retry / purge / size / remove / config, drain and obliterate."""
+class Scans:
+    """DLQ list / retry / purge / size / remove / config, drain and obliterate
+    (a part SQSBackend holds and delegates to)."""
 
-    kind: str
-    api: Api
-    moves: Mover
-    clock: Clock
-    _lock: threading.Lock
-    _cache: dict[str, deque[tuple[dict[str, Any], int, int]]]
+    def __init__(self, api: Api, moves: Mover) -> None:
+        self.api, self.moves = api, moves
 
-    def _attrs(self, url: str, what: str) -> dict[str, str]:
+    def approx(self, url: str, what: str) -> dict[str, str]:
+        """The queue's approximate counts (waiting, in flight, delayed), as SQS gives them."""
         names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                  "ApproximateNumberOfMessagesDelayed"]  # fmt: skip
         out = self.api.call("get_queue_attributes", what, QueueUrl=url, AttributeNames=names)
         return dict(out.get("Attributes") or {})
 
-    def _dlq_count(self, info: QueueInfo) -> int:
+    def dlq_count(self, info: QueueInfo) -> int:
+        """Every message in ``info``'s DLQ, approximately."""
         assert info.dlq_url is not None
-        return sum(int(v) for v in self._attrs(info.dlq_url, f"{info.name} DLQ").values())
+        return sum(int(v) for v in self.approx(info.dlq_url, f"{info.name} DLQ").values())
 
     def _dlq_info(self, queue: str) -> QueueInfo:
         info = self.api.info(check_queue_name(queue))
@@ -100,7 +97,7 @@ class DlqOps:
         found: list[Found] = []
         keep: list[str] = []
         dlq = dlq_view(info)
-        budget = min(self._dlq_count(info) + 20, SCAN_MAX)
+        budget = min(self.dlq_count(info) + 20, SCAN_MAX)
         seen = 0
         try:
             while seen < budget and len(found) < limit:
@@ -175,7 +172,7 @@ class DlqOps:
 
     def dlq_size(self, queue: str) -> int:
         """The DLQ's approximate size (every queue's entries, if it is shared)."""
-        return self._dlq_count(self._dlq_info(queue))
+        return self.dlq_count(self._dlq_info(queue))
 
     def dlq_remove(self, queue: str, job_id: JobId) -> bool:
         info = self._dlq_info(queue)
@@ -205,7 +202,7 @@ class DlqOps:
         (logged); active jobs stay.
         """
         info = self.api.info(check_queue_name(queue))
-        budget = int(self._attrs(info.url, info.name).get("ApproximateNumberOfMessages", 0)) + 20
+        budget = int(self.approx(info.url, info.name).get("ApproximateNumberOfMessages", 0)) + 20
         gone = seen = 0
         while seen < budget:
             out = self.api.call("receive_message", info.name, QueueUrl=info.url,
@@ -215,7 +212,7 @@ class DlqOps:
                 break
             seen += len(handles)
             gone += len(handles) - len(self.moves.delete(info, handles))
-        delayed = int(self._attrs(info.url, info.name).get("ApproximateNumberOfMessagesDelayed", 0))
+        delayed = int(self.approx(info.url, info.name).get("ApproximateNumberOfMessagesDelayed", 0))
         if delayed:
             log.warning("%s: drain left %d delayed messages (SQS cannot receive them before "
                         "their DelaySeconds ends)", info.name, delayed)  # fmt: skip
@@ -225,7 +222,7 @@ class DlqOps:
         """Delete the SQS queue and this queue's dead letters (refused while jobs are active)."""
         info = self.api.info(check_queue_name(queue))
         active = int(
-            self._attrs(info.url, info.name).get("ApproximateNumberOfMessagesNotVisible", 0)
+            self.approx(info.url, info.name).get("ApproximateNumberOfMessagesNotVisible", 0)
         )
         if active and not force:
             raise ConfigError(f"queue {queue!r} has {active} active jobs; obliterate(force=True)")
@@ -233,8 +230,6 @@ class DlqOps:
             self._scan(info, lambda env: env.queue == queue, "delete", SCAN_MAX)
         self.api.call("delete_queue", info.name, QueueUrl=info.url)
         self.api.forget(queue)
-        with self._lock:
-            self._cache.pop(queue, None)
 
 
 def _decode(m: dict[str, Any], queue: str) -> Envelope | None:

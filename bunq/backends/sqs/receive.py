@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ...errors import BackendError, ValidationError
@@ -25,10 +25,10 @@ from ..base import Clock, check_queue_name
 from .client import Api, QueueInfo
 from .codec import BASE, DUE, Envelope, decode_body, read_number
 from .config import SqsConfig
+from .fences import Fences, Held
 from .moves import MAX_VISIBILITY_S, Copy, Mover, copy_attrs, dead_attrs, delay_split
 
 log = logging.getLogger("bunq.sqs")
-FENCES_KEPT = 10_000  # receipt handles remembered for local fence checks (~0.5 KB each)
 CACHE_MARGIN_MS = 1_000  # a message received by wait() is handed out only with this much left
 CACHE_KEEP = 0.8  # ... and as it is while it has this share of the lease asked for left
 # Asked with ``AttributeNames``: deprecated in favour of MessageSystemAttributeNames but still
@@ -42,43 +42,34 @@ def visibility(lease_ms: int) -> int:
     return min(max(1, math.ceil(lease_ms / 1000)), MAX_VISIBILITY_S)
 
 
-@dataclass(frozen=True, slots=True)
-class _Held:
-    """What this process knows about a receipt handle it handed out."""
-
-    attempt: int
-    received_at: int
-
-
 class Receiver:
-    """Leases and long polls over SQS (mixed into SQSBackend)."""
+    """Leases and long polls over SQS (a part SQSBackend holds and delegates to).
 
-    cfg: SqsConfig
-    clock: Clock
-    api: Api
-    moves: Mover
-    _lock: threading.Lock
-    _held: OrderedDict[str, _Held]
-    _latest: OrderedDict[str, int]
-    _cache: dict[str, deque[Cached]]
-    _vis: dict[str, int]
+    Messages received by :meth:`wait` are kept per queue until a
+    lease takes them or :meth:`close` gives them back.
+    """
 
-    def _remember(self, handle: str, held: _Held, job_id: str) -> None:
-        """Note a handle handed out, and the newest attempt of its job seen here.
+    def __init__(self, cfg: SqsConfig, clock: Clock, api: Api, moves: Mover,
+                 fences: Fences) -> None:  # fmt: skip
+        self.cfg, self.clock, self.api, self.moves, self.fences = cfg, clock, api, moves, fences
+        self._lock = threading.Lock()
+        self._cache: dict[str, deque[Cached]] = {}
+        self._vis: dict[str, int] = {}  # queue -> visibility of its last lease (for wait)
 
-        A lease of an older attempt of the same job is superseded (its
-        visibility lapsed and the job was received again): ``_fence`` refuses
-        it, since SQS itself may accept its delete without deleting.
-        """
+    def forget(self, queue: str) -> None:
+        """Drop what :meth:`wait` kept for ``queue`` (the queue is gone)."""
         with self._lock:
-            self._held[handle] = held
-            while len(self._held) > FENCES_KEPT:
-                self._held.popitem(last=False)
-            if self._latest.get(job_id, 0) < held.attempt:
-                self._latest[job_id] = held.attempt
-                self._latest.move_to_end(job_id)
-                while len(self._latest) > FENCES_KEPT:
-                    self._latest.popitem(last=False)
+            self._cache.pop(queue, None)
+
+    def close(self) -> None:
+        """Give back messages received by :meth:`wait` and not leased."""
+        with self._lock:
+            cached, self._cache = self._cache, {}
+        for queue, items in cached.items():
+            try:
+                self._give_back(self.api.info(queue), [m for m, _, _ in items])
+            except Exception as exc:  # closing must not raise; SQS redelivers them
+                log.warning("%s: could not give back %d messages: %s", queue, len(items), exc)
 
     # -- leases ------------------------------------------------------------------------
     def lease(self, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
@@ -202,7 +193,7 @@ class Receiver:
             self._aside(info, m, lambda: self.moves.dead_letter(info, handle, copy, probe=False))
             return None
         job = env.job(JobState.ACTIVE, attempt, env.created_at + env.opts.delay, now)
-        self._remember(handle, _Held(attempt, received_at), job.id)
+        self.fences.remember(handle, Held(attempt, received_at), job.id)
         return Lease(job, handle, attempt, expires, owner)
 
     def _aside(self, info: QueueInfo, m: dict[str, Any], move: Callable[[], object]) -> None:
