@@ -8,6 +8,7 @@ from typing import Any
 
 from ...backends.base import Backend, QueueLimits
 from ...job import JobState
+from ...validate import MAX_DURATION_MS
 from ..context import ServerContext, Session
 from ..events import DRAINED, PAUSED, RESUMED
 from ..fields import as_bool, as_int, as_str, opt_int
@@ -53,8 +54,12 @@ def _obliterate(backend: Backend, queue: str, force: bool) -> None:
 
 @command("Obliterate")
 async def obliterate(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """Remove a queue and its jobs; refused while jobs are active unless ``force`` (bunq)."""
-    await ctx.run(_obliterate, ctx.backend, queue_of(msg), as_bool(msg.get("force"), "force"))
+    """Remove a queue and its jobs, active ones too, as bunqueue does (their later
+    ACK/FAIL answer as stale). ``force: false`` (bunq's own client) refuses instead
+    while jobs are active: ``Queue.obliterate(force=False)``."""
+    force = msg.get("force")
+    await ctx.run(_obliterate, ctx.backend, queue_of(msg),
+                  True if force is None else as_bool(force, "force"))  # fmt: skip
     return {}
 
 
@@ -75,31 +80,41 @@ async def list_queues(ctx: ServerContext, msg: Mapping[str, Any], s: Session) ->
     return {"queues": await ctx.run(ctx.backend.queues)}
 
 
-def _set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> None:
-    backend.set_limits(queue, replace(backend.get_limits(queue), **changes))
+def _set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> QueueLimits:
+    limits_ = replace(backend.get_limits(queue), **changes)
+    backend.set_limits(queue, limits_)
+    return limits_
 
 
 @command("RateLimit", "RateLimitClear", "SetConcurrency", "ClearConcurrency")
 async def limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """Queue-wide limits: ``RateLimit {limit, duration}``, ``SetConcurrency {limit}``.
+    """Queue-wide limits: ``RateLimit {limit, duration, ttl?}``, ``SetConcurrency {limit}``.
 
-    ``RateLimit.ttl`` (auto-expiry) is not supported: the limit stays until cleared.
+    With ``ttl`` (ms) the rate limit lapses by itself after that long
+    (:mod:`bunq.server.ratettl`).
     """
     cmd = msg.get("cmd")
     queue = queue_of(msg)
     changes: dict[str, Any]
+    ttl = None
+    if cmd in ("RateLimit", "RateLimitClear"):
+        ctx.rate_expiry.cancel(queue)
     if cmd == "RateLimit":
         changes = {
             "rate_max": as_int(msg.get("limit"), "limit", 1, 10**9),
             "rate_duration": opt_int(msg, "duration", 1000, 1, 86_400_000),
         }
+        if msg.get("ttl") is not None:
+            ttl = as_int(msg.get("ttl"), "ttl", 1, MAX_DURATION_MS)
     elif cmd == "SetConcurrency":
         changes = {"concurrency": as_int(msg.get("limit"), "limit", 1, 10**9)}
     elif cmd == "RateLimitClear":
         changes = {"rate_max": None}
     else:
         changes = {"concurrency": None}
-    await ctx.run(_set_limits, ctx.backend, queue, changes)
+    limits_ = await ctx.run(_set_limits, ctx.backend, queue, changes)
+    if ttl is not None:
+        ctx.rate_expiry.expire(ctx, queue, limits_, ttl)
     ctx.waiters.notify((queue,))
     return {}
 
