@@ -34,6 +34,13 @@ def _opt_ms(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
+def children_ids(data: Any) -> list[str]:
+    """A flow parent's children: bunq keeps no list of its own beside ``dependsOn``, so
+    this is the ``__childrenIds`` bunqueue's FlowProducers write into the parent's data."""
+    ids = data.get("__childrenIds") if type(data) is dict else None
+    return [i for i in ids if type(i) is str] if type(ids) is list else []
+
+
 def _timeline(job: Job) -> list[dict[str, Any]]:
     return [
         {"state": "failed", "timestamp": float(a.at), "error": a.error, "attempt": a.attempt}
@@ -74,7 +81,7 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         "customId": o.job_id,
         "dependsOn": list(o.depends_on),
         "parentId": o.parent_id,
-        "childrenIds": [],
+        "childrenIds": children_ids(job.data),
         "childrenCompleted": 0,
         "tags": [],
         "groupId": o.group,

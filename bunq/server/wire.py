@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..backends.base import check_queue_name
@@ -21,7 +21,6 @@ UNSUPPORTED = frozenset(
         "debounceId",
         "debounceTtl",
         "groupMaxSize",
-        "childrenIds",
         "tags",
         "failParentOnFailure",
         "removeDependencyOnFailure",
@@ -118,9 +117,19 @@ def push_options(fields: Mapping[str, Any], id_key: str) -> dict[str, Any]:
         o["backoff"] = parse_backoff(fields["backoff"])
     if fields.get("dependsOn"):
         o["depends_on"] = str_list(fields["dependsOn"], "dependsOn")
+    if fields.get("childrenIds"):
+        _children(fields["childrenIds"], o.get("depends_on", ()))
     if fields.get("parentId") is not None:
         o["parent_id"] = as_str(fields["parentId"], "parentId")
     return o
+
+
+def _children(value: object, depends_on: Sequence[str]) -> None:
+    """``childrenIds`` as bunqueue's FlowProducers send them: the jobs the parent waits
+    for, each also in ``dependsOn`` (bunq's one notion of it); anything else is refused."""
+    extra = set(str_list(value, "childrenIds")) - set(depends_on)
+    if extra:
+        raise UnsupportedError("bunq serve", "childrenIds that are not also in dependsOn")
 
 
 def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None:

@@ -1,4 +1,4 @@
-"""PUSH and PUSHB: admission through the server's group commit."""
+"""PUSH, PUSHB and PUSHF: admission through the server's group commit."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 
 from ...protocol import Prepared
 from ..context import ServerContext, Session
+from ..flows import flow_jobs
+from ..shapes import job_to_wire
 from ..wire import push_batch, push_job, queue_of
 from . import command
 
@@ -23,3 +25,12 @@ async def push_b(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict
     """``{queue, jobs: [...]}`` -> ``{ids}``; atomic: every job or none."""
     stored = await ctx.add(push_batch(msg))
     return Prepared(ids=[j.id for j in stored])  # strings only: nothing for the int64 rule
+
+
+@command("PUSHF")
+async def push_f(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{jobs: [{id, queue, input}]}`` -> ``{data: {jobs}}``: one atomic job graph
+    (bunqueue's FlowProducer); the snapshots come back in the order sent."""
+    stored = {j.id: j for j in await ctx.add(flow_jobs(msg))}
+    sent = [str(node["id"]) for node in msg["jobs"]]
+    return Prepared(data={"jobs": [job_to_wire(stored[i], stored[i].state.value) for i in sent]})
