@@ -63,4 +63,3 @@ def _clear_if_unchanged(backend: Backend, queue: str, limits: QueueLimits) -> bo
         return False  # changed since (bunq's own client, BqLimits): that one stays
     backend.set_limits(queue, replace(now, rate_max=None))
     return True
-
