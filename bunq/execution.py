@@ -20,6 +20,7 @@ from .codec import pack
 from .errors import DelayedError, Retry, UnrecoverableError, ValidationError
 from .job import FailureReason, Job, Lease, Settle
 from .policy import FailDecision, decide_failure
+from .stacks import frames, with_stack
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
 log = logging.getLogger("bunq.jobs")
@@ -101,6 +102,15 @@ def describe(err: BaseException | None) -> str | None:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+def failure_text(err: BaseException | None, stack_limit: int) -> str | None:
+    """What a failed attempt records: the error, then its traceback (throw site first,
+    at most ``stack_limit`` lines) in :mod:`bunq.stacks`' one representation."""
+    text = describe(err)
+    if err is None or text is None:
+        return text
+    return with_stack(text, frames(err, text), stack_limit)
+
+
 @dataclass(frozen=True, slots=True)
 class Settled:
     """How one settle went: the backend's answer and whether the job is now dead."""
@@ -117,7 +127,8 @@ def settle(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
         return Settled(backend.complete(lease, outcome.result))
     now = backend.clock()
     decision = decision_for(lease.job, outcome, now)
-    answer = backend.fail(lease, describe(outcome.error), decision, outcome.duration_ms)
+    error = failure_text(outcome.error, lease.job.opts.stack_trace_limit)
+    answer = backend.fail(lease, error, decision, outcome.duration_ms)
     log_failure(lease.job, outcome, decision, answer, now)
     return Settled(answer, dead=answer is Settle.OK and decision.is_dead, failed=True)
 

@@ -21,6 +21,7 @@ from ..job import (
     UniqueStrategy,
 )
 from ..protocol import js_safe
+from ..stacks import split
 
 # --------------------------------------------------------------------- bunqueue job shape
 
@@ -43,7 +44,12 @@ def children_ids(data: Any) -> list[str]:
 
 def _timeline(job: Job) -> list[dict[str, Any]]:
     return [
-        {"state": "failed", "timestamp": float(a.at), "error": a.error, "attempt": a.attempt}
+        {
+            "state": "failed",
+            "timestamp": float(a.at),
+            "error": split(a.error)[0],
+            "attempt": a.attempt,
+        }
         for a in job.history
     ]
 
@@ -59,6 +65,7 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
     """
     o = job.opts
     b = o.backoff
+    reason, stack = split(job.error)
     out: dict[str, Any] = {
         "id": job.id,
         "queue": job.queue,
@@ -88,14 +95,14 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         "lifo": o.lifo,
         "progress": job.progress,
         "progressMessage": None,
-        "stacktrace": None,
+        "stacktrace": stack,  # the last failure's, throw site first
         "removeOnComplete": o.remove_on_complete,
         "removeOnFail": o.remove_on_fail,
         "repeat": None,
         "lastHeartbeat": _opt_ms(job.started_at),
         "stallTimeout": None,
         "stallCount": job.stalls,
-        "stackTraceLimit": 10,
+        "stackTraceLimit": o.stack_trace_limit,
         "keepLogs": None,
         "sizeLimit": None,
         "failParentOnFailure": False,
@@ -114,7 +121,7 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         out["state"] = state
     if with_result:
         out["returnvalue"] = js_safe(job.result)
-        out["failedReason"] = job.error
+        out["failedReason"] = reason
     return out
 
 

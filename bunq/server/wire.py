@@ -8,6 +8,7 @@ from typing import Any
 from ..backends.base import check_queue_name
 from ..errors import UnsupportedError, ValidationError
 from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id
+from ..stacks import MAX_STACK_LIMIT
 from .fields import as_bool, as_int, as_str, str_list
 
 DEFAULT_JOB_NAME = "default"
@@ -89,6 +90,7 @@ def _refuse_unsupported(fields: Mapping[str, Any]) -> None:
 
 _INTS = {
     "priority": ("priority", -(2**31), 2**31),
+    "stackTraceLimit": ("stack_trace_limit", 0, MAX_STACK_LIMIT),
     "delay": ("delay", 0, 2**53),
     "maxAttempts": ("attempts", 1, 10_000),
     "ttl": ("ttl", 0, 2**53),

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...backends.base import Backend, QueueLimits
 from ...job import JobState
+from ...stacks import split
 from ...validate import MAX_DURATION_MS
 from ..context import ServerContext, Session
 from ..events import DRAINED, PAUSED, RESUMED
@@ -126,7 +127,7 @@ def _dlq_entries(backend: Backend, queue: str, count: int) -> list[dict[str, Any
             {
                 "job": job_to_wire(e.job, JobState.FAILED.value, with_result=True),
                 "reason": e.reason.value,
-                "error": e.error,
+                "error": split(e.error)[0],
                 "enteredAt": float(e.entered_at),
                 "attempts": [a.to_dict() for a in e.history],
                 "retryCount": e.auto_retries,
