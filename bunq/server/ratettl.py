@@ -28,6 +28,13 @@ class RateLimitExpiry:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def remaining_ms(self, queue: str) -> int | None:
+        """Milliseconds until the queue's rate limit lapses; None when it does not."""
+        timer = self._timers.get(queue)
+        if timer is None:
+            return None
+        return max(0, round((timer.when() - asyncio.get_running_loop().time()) * 1000))
+
     def cancel(self, queue: str) -> None:
         """Forget the queue's pending expiry (its limit was set or cleared again)."""
         timer = self._timers.pop(queue, None)

@@ -178,15 +178,32 @@ async def dlq_stats(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> d
     return {"data": {"stats": {"total": await ctx.run(ctx.backend.dlq_size, queue_of(msg))}}}
 
 
-def limits_to_wire(limits: QueueLimits) -> dict[str, Any]:
-    return {
-        "rateLimit": limits.rate_max,
-        "rateDuration": limits.rate_duration,
-        "concurrency": limits.concurrency,
-    }
+def _limits_and_active(backend: Backend, queue: str) -> tuple[QueueLimits, int]:
+    limits_ = backend.get_limits(queue)
+    active = 0 if limits_.concurrency is None else backend.counts(queue).get(JobState.ACTIVE, 0)
+    return limits_, active
 
 
 @command("GetQueueLimits")
 async def get_limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    limits_ = await ctx.run(ctx.backend.get_limits, queue_of(msg))
-    return {"data": limits_to_wire(limits_)}
+    """``{queue}`` -> ``{data: {limits: {rateLimit: {max, duration} | null, rateLimitTtl,
+    concurrencyLimit, maxed}}}`` (bunqueue's shape). ``rateLimitTtl``: ms until a
+    ``RateLimit {ttl}`` lapses, 0 for a limit without one, -2 without a limit."""
+    queue = queue_of(msg)
+    limits_, active = await ctx.run(_limits_and_active, ctx.backend, queue)
+    rate = None
+    ttl = -2
+    if limits_.rate_max is not None:
+        rate = {"max": limits_.rate_max, "duration": limits_.rate_duration}
+        ttl = ctx.rate_expiry.remaining_ms(queue) or 0
+    cap = limits_.concurrency
+    return {
+        "data": {
+            "limits": {
+                "rateLimit": rate,
+                "rateLimitTtl": ttl,
+                "concurrencyLimit": cap,
+                "maxed": cap is not None and active >= cap,
+            }
+        }
+    }
