@@ -58,6 +58,7 @@ class Engine(Core):
     get_job = query.get_job
     get_jobs = query.get_jobs
     counts = query.counts
+    completed_retired = query.completed_retired
     queues = query.queues
     get_children_results = query.get_children_results
     update_progress = query.update_progress

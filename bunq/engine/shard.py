@@ -175,6 +175,7 @@ class Shard:
             self.dirty[rec.id] = rec
         if len(q.completed) > self.config.completed_max_count:
             self.forget(q, next(iter(q.completed.values())))
+            q.completed_dropped += 1
 
     def to_failed(self, q: QueueState, rec: Rec, now: int) -> None:
         """Move ``rec`` into the DLQ; drop the oldest entry beyond ``max_entries``."""

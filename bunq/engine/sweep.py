@@ -117,6 +117,7 @@ def retention(shard: Shard, now: int) -> None:
             if (oldest.finished_at or 0) >= before:
                 break
             shard.forget(q, oldest)
+            q.completed_dropped += 1
 
 
 def cleanup(shard: Shard, now: int) -> None:

@@ -232,3 +232,31 @@ def test_pushf_orders_dependencies_and_refuses_what_bunqueue_refuses(compat_serv
     for jid in ("x", "y", "d", "u", "s"):  # nothing of a refused graph is stored
         assert c.call({"cmd": "GetState", "id": jid})["state"] == "unknown"
     c.close()
+
+
+# ------------------------------------------------------------ GetJobCounts.completed
+
+
+def test_completed_count_goes_past_the_memory_engines_retention(make_backend: Any) -> None:
+    """A client waiting for ``completed == N`` gets there when N is over the bound."""
+    bunqueue = bunqueue_client()
+    with serving(make_backend("memory", completed_max_count=5)) as srv:
+        q = bunqueue.Queue("wire-counts", port=srv.port)
+        q.add_bulk([{"name": "n", "data": {"i": i}} for i in range(12)])
+        w = bunqueue.Worker("wire-counts", lambda job: job.data["i"], port=srv.port,
+                            concurrency=4, poll_timeout_ms=200)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 10
+            while q.get_job_counts()["completed"] < 12 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            w.close()
+        assert q.get_job_counts()["completed"] == 12  # 5 kept + 7 retired by the bound
+        c = Raw(srv.port)
+        listed = c.call({"cmd": "GetJobs", "queue": "wire-counts", "state": "completed"})
+        assert len(listed["jobs"]) == 5  # what is kept can be listed
+        c.call({"cmd": "Clean", "queue": "wire-counts", "grace": 0, "limit": 100,
+                "state": "completed"})  # fmt: skip
+        assert q.get_job_counts()["completed"] == 0
+        c.close()
+        q.close()
