@@ -98,8 +98,6 @@ async def limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict
     queue = queue_of(msg)
     changes: dict[str, Any]
     ttl = None
-    if cmd in ("RateLimit", "RateLimitClear"):
-        ctx.rate_expiry.cancel(queue)
     if cmd == "RateLimit":
         changes = {
             "rate_max": as_int(msg.get("limit"), "limit", 1, 10**9),
@@ -113,6 +111,8 @@ async def limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict
         changes = {"rate_max": None}
     else:
         changes = {"concurrency": None}
+    if "rate_max" in changes:  # validated: an earlier expiry no longer applies
+        ctx.rate_expiry.cancel(queue)
     limits_ = await ctx.run(_set_limits, ctx.backend, queue, changes)
     if ttl is not None:
         ctx.rate_expiry.expire(ctx, queue, limits_, ttl)
