@@ -260,3 +260,41 @@ def test_completed_count_goes_past_the_memory_engines_retention(make_backend: An
         assert q.get_job_counts()["completed"] == 0
         c.close()
         q.close()
+
+
+def test_push_with_children_ids_as_bunqueues_python_flow_producer_sends_it(
+    compat_server: Any,
+) -> None:
+    """``PUSH {parentId, childrenIds, dependsOn}``: the parent waits for its children."""
+    c = Raw(compat_server.port)
+    kid = c.call({"cmd": "PUSH", "queue": "pf", "name": "kid",
+                  "data": {"__parentId": "pending", "__parentQueue": "pf"}})["id"]  # fmt: skip
+    parent = c.call({"cmd": "PUSH", "queue": "pf", "name": "parent",
+                     "data": {"__childrenIds": [kid]}, "childrenIds": [kid],
+                     "dependsOn": [kid]})["id"]  # fmt: skip
+    job = c.call({"cmd": "GetJob", "id": parent})["job"]
+    assert job["childrenIds"] == [kid] and job["state"] == "waiting-children"
+    stray = c.call({"cmd": "PUSH", "queue": "pf", "name": "p2", "childrenIds": [kid]})
+    assert stray["ok"] is False and stray["code"] == "unsupported"
+    c.close()
+
+
+def test_python_flow_producer_add_chain(compat_server: Any) -> None:
+    bunqueue = bunqueue_client()
+    flow = bunqueue.FlowProducer(port=compat_server.port)
+    ids = flow.add_chain([{"name": f"s{i}", "queueName": "py-chain", "data": {"i": i}}
+                          for i in range(3)])  # fmt: skip
+    q = bunqueue.Queue("py-chain", port=compat_server.port)
+    assert [q.get_state(i) for i in ids] == ["waiting", "waiting-children", "waiting-children"]
+    order: list[int] = []
+    w = bunqueue.Worker("py-chain", lambda job: order.append(job.data["i"]),
+                        port=compat_server.port, poll_timeout_ms=200)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while len(order) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        w.close()
+    assert order == [0, 1, 2]
+    flow.close()
+    q.close()
