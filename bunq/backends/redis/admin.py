@@ -164,7 +164,17 @@ class RedisAdmin:
             raise ConfigError(f"clean does not remove {state.value} jobs")
         if limit <= 0:
             return []
-        return self._remove(queue, state.value, limit=limit, grace=grace_ms)
+        gone = self._remove(queue, state.value, limit=limit, grace=grace_ms)
+        if gone and state is JobState.COMPLETED:  # older than any kept: reached too
+            with translated("clean"):
+                self._r.hdel(f"{self.keys.queue(queue)}:cnt", "retired")
+        return gone
+
+    def completed_retired(self, queue: str) -> int:
+        """Completed jobs of ``queue`` the retention bounds dropped since the last clean of
+        completed jobs or obliterate (``bunq serve`` adds them to GetJobCounts)."""
+        with translated("counts"):
+            return int(self._r.hget(f"{self.keys.queue(_qn(queue))}:cnt", "retired") or 0)
 
     def obliterate(self, queue: str, force: bool = False) -> None:
         _qn(queue)

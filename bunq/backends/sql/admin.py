@@ -87,7 +87,8 @@ class SqlAdmin:
         with self._read() as tx:
             # The counters (waiting includes delayed) and the delayed part, in one read.
             for state, n in tx.q("counts", queue=queue, now=self.clock()):
-                out[JobState(state)] += int(n or 0)
+                if state != "retired":  # see completed_retired
+                    out[JobState(state)] += int(n or 0)
             out[JobState.WAITING] -= out[JobState.DELAYED]
             if self._paused(tx, queue):
                 out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
@@ -140,7 +141,15 @@ class SqlAdmin:
                 rows = tx.q("clean", state=state.value, **args)
             gone = [r[0] for r in rows]
             self._forget(tx, gone)
+            if gone and state is JobState.COMPLETED:  # older than any kept: reached too
+                tx.q("unretire_completed", queue=queue)
         return gone
+
+    def completed_retired(self, queue: str) -> int:
+        """Completed jobs of ``queue`` the retention bounds deleted since the last clean
+        of completed jobs or obliterate (``bunq serve`` adds them to GetJobCounts)."""
+        with self._read() as tx:
+            return int(tx.q("count_state", queue=_qn(queue), state="retired")[0][0])
 
     def obliterate(self, queue: str, force: bool = False) -> None:
         with self._begin() as tx:

@@ -381,7 +381,7 @@ def _retrying(fn: Callable[..., T], idempotent: bool) -> Callable[..., T]:
 # Retried even after a COMMIT whose answer was lost: a lost lease expires and is swept;
 # a settle or extend re-checks its fence (a repeat answers STALE); the rest converge.
 _IDEMPOTENT = (
-    "fail", "extend", "sweep", "get_job", "get_jobs", "counts",
+    "fail", "extend", "sweep", "get_job", "get_jobs", "counts", "completed_retired",
     "queues", "get_children_results", "pause", "resume", "is_paused", "drain", "clean",
     "obliterate", "set_limits", "get_limits", "update_progress", "get_logs", "dlq_list",
     "dlq_retry", "dlq_purge", "dlq_size", "dlq_remove", "dlq_config", "kv_get", "kv_delete",
