@@ -339,6 +339,14 @@ class NewJob:
     id: JobId = field(default_factory=new_job_id)
 
 
+def check_relink(job_id: object, parent_id: object) -> None:
+    """Check a ``set_parent`` request: two ids, not the same (ValidationError)."""
+    v.text(job_id, "job_id")
+    v.text(parent_id, "parent_id")
+    if job_id == parent_id:
+        raise ValidationError("a flow job cannot be its own parent", field="parent_id")
+
+
 def check_new_jobs(jobs: Sequence[NewJob]) -> None:
     """Validate what a backend is asked to admit (every backend calls this first).
 

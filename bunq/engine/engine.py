@@ -27,7 +27,7 @@ from typing import Any
 
 from ..backends.base import SweepResult
 from ..job import now_ms
-from . import ack, control, dlq, pull, push, query
+from . import ack, control, dlq, parents, pull, push, query
 from . import sweep as sweeps
 from .config import EngineConfig
 from .core import Core
@@ -61,6 +61,7 @@ class Engine(Core):
     completed_retired = query.completed_retired
     queues = query.queues
     get_children_results = query.get_children_results
+    set_parent = parents.set_parent
     update_progress = query.update_progress
     add_log = query.add_log
     get_logs = query.get_logs

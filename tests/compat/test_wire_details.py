@@ -303,3 +303,42 @@ def test_python_flow_producer_add_chain(compat_server: Any) -> None:
     assert order == [0, 1, 2]
     flow.close()
     q.close()
+
+
+def test_python_flow_producer_add_get_flow_and_bulk_then(compat_server: Any) -> None:
+    """PUSH children (placeholder parent) -> PUSH parent -> UpdateParent per child."""
+    bunqueue = bunqueue_client()
+    port = compat_server.port
+    flow = bunqueue.FlowProducer(port=port)
+    node = flow.add({"name": "root", "queueName": "py-flow", "data": {"r": 1}, "children": [
+        {"name": "c1", "queueName": "py-flow", "data": {"c": 1}},
+        {"name": "c2", "queueName": "py-flow-b", "data": {"c": 2}},
+    ]})  # fmt: skip
+    root = node.job.id
+    kids = [n.job.id for n in node.children]
+    read = flow.get_flow(root)
+    assert read is not None and sorted(n.job.id for n in read.children) == sorted(kids)
+    c = Raw(port)
+    for kid in kids:  # linked to the real parent, not the client's placeholder
+        assert c.call({"cmd": "GetJob", "id": kid})["job"]["parentId"] == root
+    assert c.call({"cmd": "GetState", "id": root})["state"] == "waiting-children"
+    fan = flow.add_bulk_then([{"name": "p", "queueName": "py-flow-b", "data": {"i": i}}
+                              for i in range(2)],
+                             {"name": "final", "queueName": "py-flow", "data": {}})  # fmt: skip
+    assert c.call({"cmd": "GetState", "id": fan["final_id"]})["state"] == "waiting-children"
+    missing = c.call({"cmd": "UpdateParent", "childId": "nope", "parentId": root})
+    assert missing["ok"] is False and missing["code"] == "job_not_found"
+    done: list[str] = []
+    workers = [bunqueue.Worker(q, lambda job: done.append(job.raw["name"]), port=port,
+                               poll_timeout_ms=200) for q in ("py-flow", "py-flow-b")]  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while len(done) < 6 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        for w in workers:
+            w.close()
+    assert done.index("root") > max(done.index("c1"), done.index("c2"))
+    assert done.index("final") > max(i for i, n in enumerate(done) if n == "p")
+    flow.close()
+    c.close()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
-from ...codec import pack, unpack
+from ...codec import options_blob, options_from_blob, pack, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
-from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
+from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState, check_relink
 from ...queueconfig import DlqConfig, QueueLimits, from_stored
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
 from ..base import Clock
@@ -101,6 +101,18 @@ class SqlAdmin:
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
         with self._read() as tx:
             return {jid: unpack(res) for jid, res in tx.q("children_results", id=parent_id)}
+
+    def set_parent(self, job_id: JobId, parent_id: JobId) -> None:
+        """Make ``parent_id`` the parent of ``job_id`` (JobNotFound names a missing one)."""
+        check_relink(job_id, parent_id)
+        with self._begin() as tx:
+            if not tx.q("job_opts", id=parent_id):
+                raise JobNotFound(f"Parent job not found: {parent_id}", job_id=parent_id)
+            rows = tx.q("job_opts", id=job_id)
+            if not rows:
+                raise JobNotFound(f"Child job not found: {job_id}", job_id=job_id)
+            opts = replace(options_from_blob(bytes(rows[0][0])), parent_id=parent_id)
+            tx.q("set_parent", id=job_id, parent=parent_id, opts=options_blob(opts))
 
     # -- queue control -----------------------------------------------------------------
     def _paused(self, tx: Tx, queue: str) -> bool:

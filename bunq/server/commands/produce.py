@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...errors import UnsupportedError
 from ...protocol import Prepared
 from ..context import ServerContext, Session
+from ..fields import as_str
 from ..flows import flow_jobs
 from ..shapes import job_to_wire
 from ..wire import push_batch, push_job, queue_of
@@ -25,6 +27,18 @@ async def push_b(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict
     """``{queue, jobs: [...]}`` -> ``{ids}``; atomic: every job or none."""
     stored = await ctx.add(push_batch(msg))
     return Prepared(ids=[j.id for j in stored])  # strings only: nothing for the int64 rule
+
+
+@command("UpdateParent")
+async def update_parent(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{childId, parentId}``: name a flow child's parent after admission (bunqueue's
+    Python FlowProducer pushes children first); unknown jobs answer 'Job not found'."""
+    child, parent = as_str(msg.get("childId"), "childId"), as_str(msg.get("parentId"), "parentId")
+    relink = getattr(ctx.backend, "set_parent", None)
+    if relink is None:
+        raise UnsupportedError(ctx.backend.kind, "UpdateParent (flows)")
+    await ctx.run(relink, child, parent)
+    return {}
 
 
 @command("PUSHF")
