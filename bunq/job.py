@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from . import validate as v
 from .errors import ValidationError
+from .stacks import DEFAULT_STACK_LIMIT, MAX_STACK_LIMIT
 
 JobId = str
 
@@ -192,6 +193,7 @@ class JobOptions:
     group: str | None = None
     durable: bool = False
     parent_id: str | None = None
+    stack_trace_limit: int = DEFAULT_STACK_LIMIT  # stack lines a failure keeps (bunq.stacks)
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
@@ -237,6 +239,12 @@ class JobOptions:
             group=v.optional_text(o.get("group"), "group"),
             durable=o.get("durable", False),
             parent_id=v.optional_text(o.get("parent_id"), "parent_id"),
+            stack_trace_limit=v.integer(
+                o.get("stack_trace_limit", DEFAULT_STACK_LIMIT),
+                "stack_trace_limit",
+                0,
+                MAX_STACK_LIMIT,
+            ),
         )
         _remember_checked(out)
         return out
@@ -251,6 +259,7 @@ class JobOptions:
             "timeout": self.timeout, "depends_on": list(self.depends_on),
             "remove_on_complete": self.remove_on_complete, "remove_on_fail": self.remove_on_fail,
             "group": self.group, "durable": self.durable, "parent_id": self.parent_id,
+            "stack_trace_limit": self.stack_trace_limit,
         }  # fmt: skip
 
 
@@ -326,6 +335,14 @@ class NewJob:
     data: Any
     opts: JobOptions
     id: JobId = field(default_factory=new_job_id)
+
+
+def check_relink(job_id: object, parent_id: object) -> None:
+    """Check a ``set_parent`` request: two ids, not the same (ValidationError)."""
+    v.text(job_id, "job_id")
+    v.text(parent_id, "parent_id")
+    if job_id == parent_id:
+        raise ValidationError("a flow job cannot be its own parent", field="parent_id")
 
 
 def check_new_jobs(jobs: Sequence[NewJob]) -> None:

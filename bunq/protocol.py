@@ -31,7 +31,7 @@ from .errors import BunqError, ProtocolError, ValidationError
 
 PROTOCOL_VERSION: Final = 3
 HEADER: Final = 4
-DEFAULT_MAX_FRAME: Final = 16 << 20  # bunqueue allows 64 MiB; bunq bounds memory tighter
+DEFAULT_MAX_FRAME: Final = 64 << 20  # bunqueue's MAX_FRAME_SIZE (authenticated connections)
 PRE_AUTH_FRAME: Final = 4 << 10  # before Auth: Hello and Auth only, which are small
 CAPABILITIES: Final = ("pipelining", "separate-job-name")
 _INT_LO: Final = -(2**31)

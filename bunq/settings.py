@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .protocol import DEFAULT_MAX_FRAME, PRE_AUTH_FRAME
+from .validate import DEFAULT_MAX_PAYLOAD
 
 DEFAULT_BACKEND = "sqlite:///bunq.db"  # the library's default (``bunq.connect()``)
 LOG_FORMATS = ("auto", "json", "text")
@@ -38,13 +39,14 @@ class Settings:
     | BUNQ_HTTP_PORT | http_port | 6790 (0 picks one, -1 disables HTTP) |
     | BUNQ_DATA_PATH | data_path | ``bunq-data.db`` (server write-behind file) |
     | BUNQ_AUTH_TOKENS | auth_tokens | none (comma separated) |
-    | BUNQ_MAX_PAYLOAD | max_payload | 1 MiB (bytes of encoded job data) |
+    | BUNQ_MAX_PAYLOAD | max_payload | 10 MiB (bytes of encoded job data; ``bunq serve`` |
+      passes it to its backend) |
     | BUNQ_LEASE_MS | lease_ms | 30000 |
     | BUNQ_HANDLER | handler | none (``module:function``) |
     | BUNQ_QUEUE | queue | none |
     | BUNQ_LOG_LEVEL | log_level | ``INFO`` |
     | BUNQ_LOG_FORMAT | log_format | ``auto`` (text on a terminal, JSON elsewhere), json, text |
-    | BUNQ_MAX_FRAME | max_frame | 16 MiB (bytes of one protocol frame) |
+    | BUNQ_MAX_FRAME | max_frame | 64 MiB (bytes of one protocol frame, after Auth) |
     | BUNQ_IDLE_TIMEOUT | idle_timeout | 60 (s before an idle client is closed) |
     | BUNQ_PRE_AUTH_FRAME | pre_auth_frame | 4096 (bytes of a frame before Auth) |
     | BUNQ_MAX_CONNECTIONS | max_connections | 10000 (open TCP connections) |
@@ -65,7 +67,7 @@ class Settings:
     http_port: int = 6790
     data_path: str = "bunq-data.db"
     auth_tokens: tuple[str, ...] = ()
-    max_payload: int = 1 << 20
+    max_payload: int = DEFAULT_MAX_PAYLOAD
     lease_ms: int = 30_000
     handler: str | None = None
     queue: str | None = None

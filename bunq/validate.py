@@ -33,6 +33,11 @@ MAX_OFFSET = 10**9  # listings: offset
 MAX_LIMIT = 10**9  # listings: limit asked (a backend returns at most its page size)
 MAX_COUNT = 10**9  # limits and DLQ settings (entries, retries, rates, concurrency)
 MAX_ERROR_CHARS = 4_000  # error text kept per attempt
+#: bytes of one job's encoded data (or result) every backend that can hold it accepts by
+#: default: bunqueue's limit (10 MB of job data), so its clients' payloads fit. SQS holds
+#: at most its queue's MaximumMessageSize (256 KiB to 1 MiB, a third of it base64) and
+#: refuses more with the same error.
+DEFAULT_MAX_PAYLOAD = 10 << 20
 QUEUE_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}"
 _QUEUE_NAME = re.compile(QUEUE_NAME_PATTERN)
 _VALID_QUEUES: set[str] = set()  # a cache: only exact str instances that matched

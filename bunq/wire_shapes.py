@@ -21,6 +21,7 @@ from .job import (
     UniqueStrategy,
 )
 from .protocol import js_safe
+from .stacks import split
 
 # --------------------------------------------------------------------- bunqueue job shape
 
@@ -34,9 +35,21 @@ def _opt_ms(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
+def children_ids(data: Any) -> list[str]:
+    """A flow parent's children: bunq keeps no list of its own beside ``dependsOn``, so
+    this is the ``__childrenIds`` bunqueue's FlowProducers write into the parent's data."""
+    ids = data.get("__childrenIds") if type(data) is dict else None
+    return [i for i in ids if type(i) is str] if type(ids) is list else []
+
+
 def _timeline(job: Job) -> list[dict[str, Any]]:
     return [
-        {"state": "failed", "timestamp": float(a.at), "error": a.error, "attempt": a.attempt}
+        {
+            "state": "failed",
+            "timestamp": float(a.at),
+            "error": split(a.error)[0],
+            "attempt": a.attempt,
+        }
         for a in job.history
     ]
 
@@ -52,6 +65,7 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
     """
     o = job.opts
     b = o.backoff
+    reason, stack = split(job.error)
     out: dict[str, Any] = {
         "id": job.id,
         "queue": job.queue,
@@ -74,21 +88,21 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         "customId": o.job_id,
         "dependsOn": list(o.depends_on),
         "parentId": o.parent_id,
-        "childrenIds": [],
+        "childrenIds": children_ids(job.data),
         "childrenCompleted": 0,
         "tags": [],
         "groupId": o.group,
         "lifo": o.lifo,
         "progress": job.progress,
         "progressMessage": None,
-        "stacktrace": None,
+        "stacktrace": stack,  # the last failure's, throw site first
         "removeOnComplete": o.remove_on_complete,
         "removeOnFail": o.remove_on_fail,
         "repeat": None,
         "lastHeartbeat": _opt_ms(job.started_at),
         "stallTimeout": None,
         "stallCount": job.stalls,
-        "stackTraceLimit": 10,
+        "stackTraceLimit": o.stack_trace_limit,
         "keepLogs": None,
         "sizeLimit": None,
         "failParentOnFailure": False,
@@ -107,7 +121,7 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         out["state"] = state
     if with_result:
         out["returnvalue"] = js_safe(job.result)
-        out["failedReason"] = job.error
+        out["failedReason"] = reason
     return out
 
 

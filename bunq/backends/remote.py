@@ -227,6 +227,9 @@ class RemoteBackend:
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
         return dict(self._read("BqChildren", id=parent_id)["results"])
 
+    def set_parent(self, job_id: JobId, parent_id: JobId) -> None:
+        self._call("UpdateParent", True, childId=job_id, parentId=parent_id)
+
     # -- queue control -----------------------------------------------------------------
     def pause(self, queue: str) -> None:
         self._call("Pause", True, queue=queue)

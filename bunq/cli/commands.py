@@ -16,6 +16,7 @@ from ..backends.base import Backend
 from ..errors import BunqError, ConfigError, Retry, ValidationError
 from ..job import Job, JobState
 from ..queue import Queue
+from ..stacks import split
 from ..tick import TickResult, load_handler, tick
 from .backend import DEMO_BACKEND
 from .exits import EX_TEMPFAIL, EXIT_OK, EXIT_SIGTERM
@@ -162,11 +163,12 @@ def cmd_stats(args: argparse.Namespace, be: Backend) -> int:
 def cmd_dlq(args: argparse.Namespace, be: Backend) -> int:
     if args.action == "list":
         entries = be.dlq_list(args.queue, args.limit)
-        rows = [{"id": e.job.id, "name": e.job.name, "reason": e.reason.value, "error": e.error,
+        rows = [{"id": e.job.id, "name": e.job.name, "reason": e.reason.value,
+                 "error": split(e.error)[0], "stacktrace": split(e.error)[1],
                  "attempts": e.job.attempts, "entered_at": e.entered_at}
                 for e in entries]  # fmt: skip
         text = "\n".join(f"{e.job.id}  {when(e.entered_at)}  {e.job.name}  {e.reason.value}  "
-                         f"{e.error}" for e in entries)  # fmt: skip
+                         f"{split(e.error)[0]}" for e in entries)  # fmt: skip
         out(args, rows, text or f"the DLQ of {args.queue} is empty")
     elif args.action == "retry":
         n = be.dlq_retry(args.queue, args.id)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from .._core import shard_count
 from ..errors import ConfigError
 from ..policy import DEFAULT_MAX_STALLS
-from ..validate import MAX_ATTEMPTS, integer
+from ..validate import DEFAULT_MAX_PAYLOAD, MAX_ATTEMPTS, integer
 
 MAX_SHARDS = 64
 
@@ -40,7 +40,7 @@ class EngineConfig:
     """
 
     shards: int | None = None
-    max_payload: int = 1 << 20
+    max_payload: int = DEFAULT_MAX_PAYLOAD
     max_stalls: int = DEFAULT_MAX_STALLS
     completed_max_count: int = 50_000
     completed_max_age: int = 24 * 3600_000

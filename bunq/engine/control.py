@@ -84,6 +84,8 @@ def clean(core: Core, queue: str, grace_ms: int, limit: int, state: JobState) ->
         gone = recs[: max(limit, 0)]
         for rec in gone:
             shard.forget(q, rec)
+        if gone and state is JobState.COMPLETED:
+            q.completed_dropped = 0  # older than any kept: a clean reaching those reaches them
     return [r.id for r in gone]
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..job import now_ms
 from ..values import SweepResult
-from . import ack, control, dlq, jobops, pull, push, query
+from . import ack, control, dlq, jobops, parents, pull, push, query
 from . import sweep as sweeps
 from .config import EngineConfig
 from .core import Core
@@ -59,8 +59,10 @@ class Engine(Core):
     get_job = query.get_job
     get_jobs = query.get_jobs
     counts = query.counts
+    completed_retired = query.completed_retired
     queues = query.queues
     get_children_results = query.get_children_results
+    set_parent = parents.set_parent
     update_progress = query.update_progress
     add_log = query.add_log
     get_logs = query.get_logs

@@ -29,7 +29,7 @@ class QueueState:
     __slots__ = (
         "name", "lanes", "parked", "completed", "dlq", "paused", "limits", "bucket",
         "dlq_config", "has_row", "cond", "nwait", "n_waiting", "n_delayed", "n_active",
-        "n_children", "dlq_evicted", "version", "stuck",
+        "n_children", "dlq_evicted", "version", "stuck", "completed_dropped",
     )  # fmt: skip
 
     def __init__(self, name: str, jobs: dict[str, Rec]) -> None:
@@ -51,6 +51,9 @@ class QueueState:
         self.n_active = 0
         self.n_children = 0
         self.dlq_evicted = 0  # DLQ entries dropped at entry since the last sweep
+        # completed jobs the retention bounds dropped (count, age): counts() still
+        # reports them as completed, as bunqueue (which keeps them all) would
+        self.completed_dropped = 0
         # `version` moves whenever a job may have become leasable (ready, or a slot
         # freed); a lease that found only blocked lanes records it in `stuck`, and
         # wait() blocks until it moves again instead of spinning.
@@ -73,7 +76,8 @@ class QueueState:
 
     def idle(self) -> bool:
         """True when the queue can be dropped: no jobs, no settings, no waiters."""
-        return not self.has_row and not self.nwait and self.total() == 0
+        return (not self.has_row and not self.nwait and self.total() == 0
+                and not self.completed_dropped)  # fmt: skip
 
     def wake(self, lock: threading.Lock) -> None:
         """Note that a job may be leasable; wake long-poll waiters (lock held)."""

@@ -96,6 +96,16 @@ def counts(core: Core, queue: str) -> dict[JobState, int]:
     return out
 
 
+def completed_retired(core: Core, queue: str) -> int:
+    """Completed jobs of ``queue`` the retention bounds dropped (``completed_max_count``,
+    ``completed_max_age``) and no clean or obliterate removed since: ``bunq serve``
+    adds them to ``GetJobCounts.completed``, as bunqueue counts every completed job."""
+    shard = core.route(queue)
+    with shard.lock:
+        q = shard.queues.get(queue)
+        return 0 if q is None else q.completed_dropped
+
+
 def queues(core: Core) -> list[str]:
     """Return the names of queues holding jobs or settings, sorted."""
     names: set[str] = set()

@@ -239,6 +239,7 @@ class Shard:
         evicted = q.completed.add(rec, now, self.config.completed_max_count)
         if evicted is not None:
             self.drop(evicted)
+            q.completed_dropped += 1
 
     def to_failed(self, q: QueueState, rec: Rec, now: int) -> None:
         """Move ``rec`` into the DLQ; drop the oldest entry beyond ``max_entries``."""

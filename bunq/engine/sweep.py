@@ -114,6 +114,7 @@ def retention(shard: Shard, now: int) -> None:
         if q.completed:
             for rec in q.completed.until(before):
                 shard.forget(q, rec)
+                q.completed_dropped += 1
 
 
 def cleanup(shard: Shard, now: int) -> None:

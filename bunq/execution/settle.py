@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..job import FailureReason, Job, Lease, Settle
 from ..policy import FailDecision, decide_failure
+from ..stacks import frames, with_stack
 from .run import Outcome
 
 T = TypeVar("T")
@@ -82,6 +83,15 @@ def describe(err: BaseException | None) -> str | None:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
+def failure_text(err: BaseException | None, stack_limit: int) -> str | None:
+    """What a failed attempt records: the error, then its traceback (throw site first,
+    at most ``stack_limit`` lines) in :mod:`bunq.stacks`' one representation."""
+    text = describe(err)
+    if err is None or text is None:
+        return text
+    return with_stack(text, frames(err, text), stack_limit)
+
+
 def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
     """Settle a batch (one :class:`Settled` per item, in order): completions share
     one transaction, failures go one by one."""
@@ -120,7 +130,8 @@ def settle_failure(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
 def _fail(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
     now = backend.clock()
     decision = decision_for(lease.job, outcome, now)
-    answer = backend.fail(lease, describe(outcome.error), decision, outcome.duration_ms)
+    error = failure_text(outcome.error, lease.job.opts.stack_trace_limit)
+    answer = backend.fail(lease, error, decision, outcome.duration_ms)
     log_failure(lease.job, outcome, decision, answer, now)
     return Settled(answer, failed=True, dead=answer is Settle.OK and decision.is_dead)
 

@@ -175,6 +175,7 @@ class Server:
         self.stopping = self.ctx.stopping = True
         self.ctx.waiters.close()
         self.ctx.job_waiters.wake_all()
+        self.ctx.rate_expiry.close()
         for srv in (self._tcp, self._http):
             if srv is not None:
                 srv.close()

@@ -15,6 +15,7 @@ from ..backends.base import Backend
 from ..backends.urls import redact
 from ..errors import BunqError, ConfigError
 from ..settings import Settings
+from ..validate import DEFAULT_MAX_PAYLOAD
 from .app import Server
 from .context import ServerConfig
 
@@ -94,6 +95,14 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
                    help="let web pages from ORIGIN call the HTTP API ('*': any); "
                    "repeatable; off by default")  # fmt: skip
     p.add_argument(
+        "--max-payload",
+        type=int,
+        default=settings.max_payload,
+        metavar="N",
+        help="bytes of one job's encoded data or result the backend accepts "
+        f"(BUNQ_MAX_PAYLOAD, {settings.max_payload}); not for sqs:// (its queue's limit)",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -141,6 +150,18 @@ def _tls(args: argparse.Namespace) -> Any:
 
 def _scheme(server: Server) -> str:
     return "bunq" if server.config.tls is None else "bunqs"
+
+
+def payload_option(url: str, max_payload: int) -> dict[str, int]:
+    """The backend option ``--max-payload`` becomes: the engine, SQL and Redis take it;
+    SQS is bounded by its queue and a ``bunq://`` server by its own backend, so for them
+    only the default is accepted (anything else is a ConfigError, never silently dropped)."""
+    if url.split("://", 1)[0].lower() in ("memory", "sqlite", "postgres", "postgresql", "redis",
+                                          "rediss"):  # fmt: skip
+        return {"max_payload": max_payload}
+    if max_payload != DEFAULT_MAX_PAYLOAD:
+        raise ConfigError(f"--max-payload does not apply to {redact(url)}")
+    return {}
 
 
 def client_host(host: str) -> str:
@@ -201,7 +222,7 @@ def main(argv: list[str] | None = None, settings: Settings | None = None) -> int
     args.backend = args.backend or settings.cli_backend()
     config = config_from(args, settings)
     try:
-        backend: Backend = connect(args.backend)
+        backend: Backend = connect(args.backend, **payload_option(args.backend, args.max_payload))
     except BunqError as exc:
         exc.args = (f"cannot open {redact(args.backend)}: {exc}",)
         raise

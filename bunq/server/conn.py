@@ -202,6 +202,9 @@ class Connection(asyncio.BufferedProtocol):
         if self._out_bytes + self.transport_buffered() > self.config.max_unsent:
             self._over_budget = True  # replies are piling up: serve more after a flush
             return False
+        # under budget again (a reply bigger than the budget was flushed while writing
+        # was paused, then drained): reading must not stay stopped on the old flag
+        self._over_budget = False
         if self.session.authed and self.decoder.max_frame < self.config.max_frame:
             self.decoder.max_frame = self.config.max_frame
         return True

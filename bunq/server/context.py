@@ -19,6 +19,7 @@ from ..settings import Settings
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
 from .metrics import Metrics
+from .ratettl import RateLimitExpiry
 from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
@@ -169,6 +170,7 @@ class ServerContext:
             self.run, self._complete_groups, after=self._completed
         )
         self.scheduler: Any = None  # bunq.cron.Scheduler when available
+        self.rate_expiry = RateLimitExpiry()  # RateLimit {ttl}
         self.stopping = False
 
     # -- group commit ------------------------------------------------------------------

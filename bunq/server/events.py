@@ -27,6 +27,7 @@ from ..errors import ProtocolError
 from ..job import Job, JobState, Lease, Settle
 from ..policy import FailDecision
 from ..protocol import encode
+from ..stacks import split
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -206,9 +207,8 @@ class EventHub:
             self.publish(queue, [_event(DELAYED, queue, job.id, ts, delay=delay)])
             return
         dead = decision.is_dead
-        evs = [
-            _event(FAILED, queue, job.id, ts, error=error or "failed", data=job.data, terminal=dead)
-        ]
+        reason = split(error)[0] or "failed"  # without the stack
+        evs = [_event(FAILED, queue, job.id, ts, error=reason, data=job.data, terminal=dead)]
         if not dead:
             evs.append(_event(RETRIED, queue, job.id, ts, prev="failed"))
         self.publish(queue, evs)

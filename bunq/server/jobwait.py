@@ -14,6 +14,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from ..stacks import split
+
 Outcome = dict[str, Any]
 K = TypeVar("K")
 
@@ -25,7 +27,7 @@ def completed(result: Any) -> Outcome:
 
 def failed(reason: str | None) -> Outcome:
     """bunq's reply for a job in the DLQ: ``{completed: false, failed: true, failedReason}``."""
-    return {"completed": False, "failed": True, "failedReason": reason or "failed"}
+    return {"completed": False, "failed": True, "failedReason": split(reason)[0] or "failed"}
 
 
 class JobWaiters:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..backends.base import check_queue_name
 from ..errors import UnsupportedError, ValidationError
 from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id
+from ..stacks import MAX_STACK_LIMIT
 from .fields import as_bool, as_int, as_str, str_list
 
 DEFAULT_JOB_NAME = "default"
@@ -21,7 +22,6 @@ UNSUPPORTED = frozenset(
         "debounceId",
         "debounceTtl",
         "groupMaxSize",
-        "childrenIds",
         "tags",
         "failParentOnFailure",
         "removeDependencyOnFailure",
@@ -90,6 +90,7 @@ def _refuse_unsupported(fields: Mapping[str, Any]) -> None:
 
 _INTS = {
     "priority": ("priority", -(2**31), 2**31),
+    "stackTraceLimit": ("stack_trace_limit", 0, MAX_STACK_LIMIT),
     "delay": ("delay", 0, 2**53),
     "maxAttempts": ("attempts", 1, 10_000),
     "ttl": ("ttl", 0, 2**53),
@@ -118,9 +119,19 @@ def push_options(fields: Mapping[str, Any], id_key: str) -> dict[str, Any]:
         o["backoff"] = parse_backoff(fields["backoff"])
     if fields.get("dependsOn"):
         o["depends_on"] = str_list(fields["dependsOn"], "dependsOn")
+    if fields.get("childrenIds"):
+        _children(fields["childrenIds"], o.get("depends_on", ()))
     if fields.get("parentId") is not None:
         o["parent_id"] = as_str(fields["parentId"], "parentId")
     return o
+
+
+def _children(value: object, depends_on: Sequence[str]) -> None:
+    """``childrenIds`` as bunqueue's FlowProducers send them: the jobs the parent waits
+    for, each also in ``dependsOn`` (bunq's one notion of it); anything else is refused."""
+    extra = set(str_list(value, "childrenIds")) - set(depends_on)
+    if extra:
+        raise UnsupportedError("bunq serve", "childrenIds that are not also in dependsOn")
 
 
 def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None:

@@ -136,7 +136,8 @@ def test_add_stats_tick_dlq(work: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert (r["succeeded"], r["failed"], r["moved_to_dlq"], r["ticks"]) == (2500, 1, 1, 3)
     dlq = json.loads(bunq(work, "dlq", "list", "q", "--json").stdout)
-    assert [e["error"] for e in dlq] == ["ValueError: nope"]
+    assert [e["error"] for e in dlq] == ["ValueError: nope"]  # the message; then its stack
+    assert dlq[0]["stacktrace"][0] == "ValueError: nope" and len(dlq[0]["stacktrace"]) > 1
     assert json.loads(bunq(work, "dlq", "retry", "q", "--json").stdout) == {"retried": 1}
     assert bunq(work, "tick", "q", "--handler", "jobs:handle").returncode == 0
     assert json.loads(bunq(work, "dlq", "purge", "q", "--json").stdout) == {"purged": 1}

@@ -10,6 +10,7 @@ from contract.helpers import add, lease1
 
 from bunq import DependencyError, DuplicateJob, FlowJob, FlowProducer, JobState
 from bunq.backends.base import Capability as C
+from bunq.errors import JobNotFound, ValidationError
 
 
 @requires(C.JOB_ID, C.GET_JOB)
@@ -134,6 +135,29 @@ def test_flow_parent_waits_for_children_and_reads_results(backend: Any) -> None:
     results = backend.get_children_results(parent.id)
     assert sorted(results.values()) == [10, 20]
     assert lease1(backend).id == parent.id
+
+
+@requires(C.FLOWS, C.GET_JOB)
+def test_set_parent_relinks_children_admitted_before_their_parent(backend: Any) -> None:
+    """bunqueue's Python FlowProducer: children first (a placeholder parent), then
+    the parent waiting on them, then UpdateParent for each (``set_parent``)."""
+    done = add(backend, "q", "done", 1, parent_id="pending")
+    backend.complete(lease1(backend), 10)  # finished before it is linked
+    kid = add(backend, "q2", "kid", 2, parent_id="pending")
+    parent = add(backend, "q", "parent", depends_on=[done.id, kid.id])
+    backend.set_parent(done.id, parent.id)
+    backend.set_parent(kid.id, parent.id)
+    assert backend.get_job(kid.id).opts.parent_id == parent.id
+    backend.complete(lease1(backend, "q2"), 20)
+    assert backend.get_children_results(parent.id) == {done.id: 10, kid.id: 20}
+    assert backend.get_children_results("pending") == {}
+    assert lease1(backend).id == parent.id
+    with pytest.raises(JobNotFound):
+        backend.set_parent("no-such-job", parent.id)
+    with pytest.raises(JobNotFound):
+        backend.set_parent(kid.id, "no-such-parent")
+    with pytest.raises(ValidationError):
+        backend.set_parent(kid.id, kid.id)
 
 
 @requires(C.FLOWS)

@@ -9,6 +9,7 @@ from contract.capability import requires
 
 from bunq import ConfigError, PayloadTooLarge, Queue, ValidationError
 from bunq.backends.base import Capability as C
+from bunq.validate import DEFAULT_MAX_PAYLOAD
 
 
 @pytest.mark.parametrize("opts", [
@@ -33,10 +34,19 @@ def test_unserialisable_data_is_refused(backend: Any) -> None:
 
 
 def test_oversized_payload_is_refused(backend: Any) -> None:
+    """bunqueue's 10 MB of job data on every backend that can hold it; SQS its queue's
+    MaximumMessageSize (at most 1 MiB); past it the same typed error everywhere."""
     q = Queue("q", backend)
     with pytest.raises(PayloadTooLarge) as err:
-        q.add("j", "x" * (2 << 20))
-    assert err.value.code == "payload_too_large" and err.value.data["limit"] > 0
+        q.add("j", "x" * DEFAULT_MAX_PAYLOAD)  # plus msgpack's header: one byte too many
+    limit = err.value.data["limit"]
+    assert err.value.code == "payload_too_large"
+    if backend.kind == "sqs":
+        assert 0 < limit <= 1 << 20
+        return
+    assert limit == DEFAULT_MAX_PAYLOAD
+    big = "y" * (DEFAULT_MAX_PAYLOAD - 16)
+    assert q.get_job(q.add("j", big).id).data == big
 
 
 @pytest.mark.parametrize("name", ["", " ", "a" * 200, "bad/name", None, 5])

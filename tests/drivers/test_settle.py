@@ -18,6 +18,7 @@ from bunq import FailureReason, JobState, Queue, Worker, tick
 from bunq.errors import BackendUnavailable
 from bunq.execution import give_back, settle_batch
 from bunq.execution.run import Outcome
+from bunq.stacks import split
 
 BACKENDS = ["sqlite", "memory", "remote", pytest.param("postgres", marks=pytest.mark.postgres),
             pytest.param("redis", marks=pytest.mark.redis)]  # fmt: skip
@@ -93,7 +94,8 @@ def test_a_batch_with_a_success_an_unstorable_result_and_a_failure(
     assert [e.job.id for e in queue.dlq.list()] == [weird.id]
     retried = queue.get_job(boom.id)
     assert (retried.state, retried.attempts) == (JobState.DELAYED, 1)
-    assert retried.error == "RuntimeError: no"
+    message, stack = split(retried.error)
+    assert message == "RuntimeError: no" and stack is not None and "at handler" in stack[1]
     assert "stale" not in caplog.text  # the refused batch wrote nothing: no lease was lost
 
 

@@ -19,6 +19,7 @@ from bunq import (
     UnrecoverableError,
     Worker,
 )  # fmt: skip
+from bunq.stacks import split
 
 
 @pytest.fixture
@@ -60,7 +61,11 @@ def test_worker_retries_then_dead_letters(queue: Queue) -> None:
     assert calls == [1, 2, 3]
     [entry] = queue.dlq.list()
     assert entry.job.id == job.id and entry.reason is FailureReason.MAX_ATTEMPTS_EXCEEDED
-    assert entry.error == "ValueError: nope" and len(entry.history) == 3
+    assert len(entry.history) == 3
+    # the error and its traceback, throw site first (bunq.stacks: the one representation)
+    message, stack = split(entry.error)
+    assert message == "ValueError: nope" and stack is not None
+    assert stack[0] == "ValueError: nope" and stack[1].startswith("at handler (")
 
 
 def test_every_failed_attempt_is_logged_with_the_job_and_the_traceback(

@@ -122,6 +122,19 @@ def test_dependencies_and_children_results_survive(tmp_path: Any, clock: Any) ->
     b.close()
 
 
+def test_a_relinked_parent_survives(tmp_path: Any, clock: Any) -> None:
+    b = EmbeddedBackend(str(tmp_path / "e.db"), clock=clock, shards=4)
+    kid = add(b, "qa", data=1, parent_id="pending")
+    parent = add(b, "qp", depends_on=[kid.id])
+    b = reopen(b, clock)  # the child's row exists before its options change
+    b.set_parent(kid.id, parent.id)
+    b = reopen(b, clock)
+    assert b.get_job(kid.id).opts.parent_id == parent.id
+    b.complete(b.lease("qa", 1, 1_000)[0], "ra")
+    assert b.get_children_results(parent.id) == {kid.id: "ra"}
+    b.close()
+
+
 def test_second_opener_gets_data_file_locked(tmp_path: Any) -> None:
     path = str(tmp_path / "e.db")
     b = connect(f"memory://?data={path}")

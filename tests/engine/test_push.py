@@ -76,7 +76,7 @@ def test_validation_errors(engine: Engine) -> None:
     with pytest.raises(ValidationError):
         engine.add([new_job("q", "j", object(), {})])
     with pytest.raises(PayloadTooLarge) as err:
-        engine.add([new_job("q", "j", "x" * (2 << 20), {})])
+        engine.add([new_job("q", "j", "x" * engine.max_payload, {})])
     assert err.value.data["limit"] == engine.max_payload
     assert engine.queues() == []
 

@@ -102,6 +102,26 @@ def test_completed_retention_by_age_and_count(clock: Any) -> None:
     e._check()
 
 
+def test_completed_jobs_past_the_retention_bounds_are_counted_as_retired(clock: Any) -> None:
+    e = Engine(clock=clock, shards=1, completed_max_count=3, completed_max_age=1_000)
+    e.add([new_job("q", "j", i, {}) for i in range(5)])
+    e.complete_many([(x, None) for x in e.lease("q", 5, 1000)])
+    assert e.counts("q")[JobState.COMPLETED] == 3 and e.completed_retired("q") == 2
+    clock.advance(1_001)
+    e.sweep()  # by age: the queue holds nothing, but is kept for its count
+    assert e.counts("q")[JobState.COMPLETED] == 0 and e.completed_retired("q") == 5
+    e.add([new_job("q", "j", 9, {})])
+    e.complete(e.lease("q", 1, 1000)[0])
+    assert e.clean("q", 0, 10, JobState.COMPLETED) and e.completed_retired("q") == 0
+    e.add([new_job("q", "j", 9, {})])
+    e.complete(e.lease("q", 1, 1000)[0])
+    clock.advance(1_001)
+    e.sweep()
+    e.obliterate("q")
+    assert e.completed_retired("q") == 0 and e.completed_retired("never") == 0
+    e._check()
+
+
 def test_idle_queues_are_forgotten(engine: Engine, put: Any, take: Any) -> None:
     put("tmp", remove_on_complete=True)
     engine.complete(take("tmp")[0])

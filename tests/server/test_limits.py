@@ -215,3 +215,23 @@ def test_every_limit_has_a_flag_a_setting_and_a_default() -> None:
     assert cfg.max_connections == 7 and cfg.auth_fail_delay == 0.5 and cfg.http_auth is False
     with pytest.raises(ConfigError):
         config_from(parser(settings).parse_args(["--max-unsent", "-1"]), settings)
+
+
+def test_max_payload_flag_reaches_the_backends_that_hold_payloads(tmp_path: Any) -> None:
+    from bunq.backends import connect
+    from bunq.errors import ConfigError
+    from bunq.server.cli import parser, payload_option
+    from bunq.settings import Settings
+    from bunq.validate import DEFAULT_MAX_PAYLOAD
+
+    settings = Settings.from_env({"BUNQ_MAX_PAYLOAD": "2048"})
+    assert parser(settings).parse_args([]).max_payload == 2048
+    n = parser(settings).parse_args(["--max-payload", "4096"]).max_payload
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    for u in (url, "memory://"):
+        backend = connect(u, **payload_option(u, n))
+        assert backend.max_payload == 4096  # type: ignore[attr-defined]
+        backend.close()
+    assert payload_option("sqs://x", DEFAULT_MAX_PAYLOAD) == {}  # bounded by its queue
+    with pytest.raises(ConfigError):
+        payload_option("sqs://x", n)

@@ -131,7 +131,8 @@ def test_fail_retries_then_dead_letters(server: Any) -> None:
         assert reply["ok"] is True
     assert c.call({"cmd": "GetState", "id": jid})["state"] == "failed"
     dlq = c.call({"cmd": "Dlq", "queue": "q"})
-    assert dlq["jobs"][0]["id"] == jid and "at line 1" in dlq["entries"][0]["error"]
+    assert dlq["jobs"][0]["id"] == jid and dlq["entries"][0]["error"] == "bad"
+    assert dlq["jobs"][0]["stacktrace"] == ["at line 1"]  # strings only, kept apart
     assert c.call({"cmd": "RetryDlq", "queue": "q"})["count"] == 1
     c.close()
 
@@ -192,8 +193,9 @@ def test_queue_control_and_queries(server: Any) -> None:
     assert c.call({"cmd": "SetConcurrency", "queue": "ctl", "limit": 3})["ok"]
     assert "ctl" in c.call({"cmd": "ListQueues"})["queues"]
     assert c.call({"cmd": "Drain", "queue": "ctl"})["count"] == 1
-    assert c.call({"cmd": "Obliterate", "queue": "ctl"})["code"] == "config"  # one is active
-    assert c.call({"cmd": "Obliterate", "queue": "ctl", "force": True})["ok"]
+    refused = c.call({"cmd": "Obliterate", "queue": "ctl", "force": False})  # one is active
+    assert refused["code"] == "config"  # bunq's own client: Queue.obliterate(force=False)
+    assert c.call({"cmd": "Obliterate", "queue": "ctl"})["ok"]  # bunqueue's: removes it all
     assert c.call({"cmd": "Stats"})["stats"]["pushed"] >= 2
     assert "bunq_command_duration_seconds" in c.call({"cmd": "Prometheus"})["data"]["metrics"]
     c.close()

@@ -14,6 +14,7 @@ from bunq.backends.sql.sqlite import SQLiteBackend
 from bunq.errors import BackendError, BackendUnavailable, ConfigError, UnsupportedError
 from bunq.job import FailureReason, JobState
 from bunq.queue import Queue
+from bunq.stacks import split
 from bunq.tick import TickResult, tick
 
 
@@ -36,7 +37,7 @@ def test_tick_runs_and_settles_through_the_worker_policy(q: Queue, backend: Any)
     invariant(r)
     assert sorted(j.result for j in q.get_jobs("completed")) == [0, 10, 20, 30, 40, 50]
     bad = q.get_jobs("waiting")[0]
-    assert bad.attempts == 1 and bad.error == "ValueError: boom"
+    assert bad.attempts == 1 and split(bad.error)[0] == "ValueError: boom"
 
 
 def test_tick_moves_exhausted_jobs_to_the_dlq(q: Queue, backend: Any) -> None:

@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.filekind",
             "bunq.tls",
             "bunq.batching",
+            "bunq.stacks",
             "bunq.jobrules",
         ),
     ),

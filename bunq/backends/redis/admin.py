@@ -7,11 +7,12 @@ script each; bulk removals run in bounded batches of :data:`BATCH` jobs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from ...codec import setting_blob, setting_from_blob, unpack
+from ...codec import options_blob, options_from_blob, setting_blob, setting_from_blob, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
-from ...job import DlqEntry, FailureReason, Job, JobId, JobState
+from ...job import DlqEntry, FailureReason, Job, JobId, JobState, check_relink
 from ...queueconfig import DlqConfig, QueueLimits, from_stored
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
 from ..base import Clock
@@ -104,6 +105,26 @@ class RedisAdmin:
             out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
         return out
 
+    def set_parent(self, job_id: JobId, parent_id: JobId) -> None:
+        """Make ``parent_id`` the parent of ``job_id`` (JobNotFound names a missing one).
+        A child already completed has its result filed under the new parent."""
+        check_relink(job_id, parent_id)
+        home = self._queue_of(parent_id)
+        if home is None:
+            raise JobNotFound(f"Parent job not found: {parent_id}", job_id=parent_id)
+        queue = self._queue_of(job_id)
+        if queue is None:
+            raise JobNotFound(f"Child job not found: {job_id}", job_id=job_id)
+        key = self.keys.job(queue, job_id)
+        with translated("set_parent"):
+            blob, state, result = self._r.hmget(key, "o", "s", "r")
+            if blob is None:
+                raise JobNotFound(f"Child job not found: {job_id}", job_id=job_id)
+            opts = replace(options_from_blob(bytes(blob)), parent_id=parent_id)
+            self._r.hset(key, mapping={"pid": parent_id, "o": options_blob(opts)})
+            if state == b"completed" and result is not None:
+                self._r.hset(self.keys.results(home, parent_id), job_id, result)
+
     def queues(self) -> list[str]:
         with translated("queues"):
             return sorted(q.decode() for q in self._r.smembers(self.keys.registry))
@@ -163,7 +184,17 @@ class RedisAdmin:
             raise ConfigError(f"clean does not remove {state.value} jobs")
         if limit <= 0:
             return []
-        return self._remove(queue, state.value, limit=limit, grace=grace_ms)
+        gone = self._remove(queue, state.value, limit=limit, grace=grace_ms)
+        if gone and state is JobState.COMPLETED:  # older than any kept: reached too
+            with translated("clean"):
+                self._r.hdel(f"{self.keys.queue(queue)}:cnt", "retired")
+        return gone
+
+    def completed_retired(self, queue: str) -> int:
+        """Completed jobs of ``queue`` the retention bounds dropped since the last clean of
+        completed jobs or obliterate (``bunq serve`` adds them to GetJobCounts)."""
+        with translated("counts"):
+            return int(self._r.hget(f"{self.keys.queue(_qn(queue))}:cnt", "retired") or 0)
 
     def obliterate(self, queue: str, force: bool = False) -> None:
         _qn(queue)

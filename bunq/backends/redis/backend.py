@@ -22,7 +22,7 @@ from ...codec import options_blob, pack
 from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
 from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
-from ...validate import duration, lease_args, storable, store_bounds
+from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from . import jobops
@@ -96,7 +96,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     remove_dedup_key = jobops.remove_dedup_key
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, clock: Clock | None = None,
-                 max_payload: int = 1 << 20, max_stalls: int = DEFAULT_MAX_STALLS,
+                 max_payload: int = DEFAULT_MAX_PAYLOAD, max_stalls: int = DEFAULT_MAX_STALLS,
                  completed_max_age: int = 24 * 3600_000,
                  completed_max_count: int = 100_000) -> None:  # fmt: skip
         self.config = RedisConfig.parse(url)

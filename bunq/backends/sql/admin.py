@@ -7,11 +7,12 @@ everything here is one short transaction over the named statements of
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from ...codec import setting_blob, setting_from_blob, unpack
+from ...codec import options_blob, options_from_blob, setting_blob, setting_from_blob, unpack
 from ...errors import ConfigError, JobNotFound, ValidationError
-from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState
+from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState, check_relink
 from ...queueconfig import DlqConfig, QueueLimits
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
 from ..base import check_queue_name as _qn
@@ -70,7 +71,8 @@ class SqlAdmin(SqlCore):
         with self._read() as tx:
             # The counters (waiting includes delayed) and the delayed part, in one read.
             for state, n in tx.q("counts", queue=queue, now=self.clock()):
-                out[JobState(state)] += int(n or 0)
+                if state != "retired":  # see completed_retired
+                    out[JobState(state)] += int(n or 0)
             out[JobState.WAITING] -= out[JobState.DELAYED]
             if self._paused(tx, queue):
                 out[JobState.PAUSED], out[JobState.WAITING] = out[JobState.WAITING], 0
@@ -85,6 +87,18 @@ class SqlAdmin(SqlCore):
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
         with self._read() as tx:
             return {jid: unpack(res) for jid, res in tx.q("children_results", id=parent_id)}
+
+    def set_parent(self, job_id: JobId, parent_id: JobId) -> None:
+        """Make ``parent_id`` the parent of ``job_id`` (JobNotFound names a missing one)."""
+        check_relink(job_id, parent_id)
+        with self._begin() as tx:
+            if not tx.q("job_opts", id=parent_id):
+                raise JobNotFound(f"Parent job not found: {parent_id}", job_id=parent_id)
+            rows = tx.q("job_opts", id=job_id)
+            if not rows:
+                raise JobNotFound(f"Child job not found: {job_id}", job_id=job_id)
+            opts = replace(options_from_blob(bytes(rows[0][0])), parent_id=parent_id)
+            tx.q("set_parent", id=job_id, parent=parent_id, opts=options_blob(opts))
 
     # -- queue control -----------------------------------------------------------------
     def _paused(self, tx: Tx, queue: str) -> bool:
@@ -130,7 +144,16 @@ class SqlAdmin(SqlCore):
                 rows = tx.q("clean", state=state.value, **args)
             gone = [r[0] for r in rows]
             self._forget(tx, gone)
+            if gone and state is JobState.COMPLETED:  # older than any kept: reached too
+                tx.q("unretire_completed", queue=queue)
         return gone
+
+    @unit_of_work(idempotent=True)
+    def completed_retired(self, queue: str) -> int:
+        """Completed jobs of ``queue`` the retention bounds deleted since the last clean
+        of completed jobs or obliterate (``bunq serve`` adds them to GetJobCounts)."""
+        with self._read() as tx:
+            return int(tx.q("count_state", queue=_qn(queue), state="retired")[0][0])
 
     @unit_of_work(idempotent=True)
     def obliterate(self, queue: str, force: bool = False) -> None:

@@ -400,6 +400,17 @@ Q = {
     ),
     "obliterate_queue": "DELETE FROM {queues} WHERE name = :queue",
     "obliterate_counts": "DELETE FROM {counts} WHERE queue = :queue",
+    # Completed jobs the retention bounds deleted, counted under the pseudo-state
+    # 'retired' (bunq serve's GetJobCounts adds them: bunqueue counts every completed job);
+    # a clean of completed jobs or an obliterate resets it.
+    "retire_completed": (
+        "INSERT INTO {counts} AS c (queue, state, slot, n) VALUES (:queue, 'retired', 0, :n)"
+        " ON CONFLICT (queue, state, slot) DO UPDATE SET n = c.n + excluded.n"
+    ),
+    "unretire_completed": "DELETE FROM {counts} WHERE queue = :queue AND state = 'retired'",
+    # set_parent: a flow child named its parent after admission (bunqueue's UpdateParent)
+    "job_opts": "SELECT opts FROM {jobs} WHERE id = :id",
+    "set_parent": "UPDATE {jobs} SET parent_id = :parent, opts = :opts WHERE id = :id",
     "obliterate_groups": "DELETE FROM {grp_rate} WHERE queue = :queue",
     # Set-based forgetting of a batch of ids: {values} is a list of (:v<i>_0).
     "forget_jobs": "DELETE FROM {jobs} WHERE id IN ({values})",

@@ -28,7 +28,7 @@ from ...job import (
 )  # fmt: skip
 from ...policy import DEFAULT_MAX_STALLS, FailDecision
 from ...queueconfig import QueueLimits
-from ...validate import duration, lease_args, storable, store_bounds
+from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
 from ..base import ALL_CAPABILITIES, Clock
 from ..base import check_queue_name as _qn
 from . import jobops
@@ -55,7 +55,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
     kind = "sql"
     capabilities = ALL_CAPABILITIES
 
-    def __init__(self, *, clock: Clock = now_ms, max_payload: int = 1 << 20,
+    def __init__(self, *, clock: Clock = now_ms, max_payload: int = DEFAULT_MAX_PAYLOAD,
                  max_stalls: int = DEFAULT_MAX_STALLS, completed_max_age: int = 24 * 3600_000,
                  completed_max_count: int = 100_000) -> None:  # fmt: skip
         self.clock = clock

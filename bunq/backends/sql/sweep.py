@@ -129,6 +129,8 @@ class SqlSweep(SqlCore):
             else:
                 rows = tx.q("prune_oldest", queue=queue, state=state, lim=lim)
             self._forget(tx, [r[0] for r in rows])
+            if rows and state == "completed":
+                tx.q("retire_completed", queue=queue, n=len(rows))
             if left[0] is not None:
                 left[0] -= len(rows)
             return len(rows)

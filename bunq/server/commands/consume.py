@@ -17,6 +17,8 @@ from ...execution import give_back
 from ...job import FailureReason, Lease, Settle
 from ...policy import FailDecision, decide_failure
 from ...protocol import Prepared
+from ...stacks import DEFAULT_STACK_LIMIT, with_stack
+from ...validate import MAX_ERROR_CHARS
 from ...wire_shapes import job_to_wire
 from ..context import ServerContext, Session
 from ..fields import as_bool, as_int, as_str, opt_int, str_list
@@ -26,7 +28,7 @@ from . import command
 
 MAX_PULL = 1000
 MAX_POLL_MS = 60_000
-MAX_STACK = 10
+MAX_STACK_LINES = 100  # stack lines read from a FAIL (bunqueue's wire cap)
 LATE = {"applied": False, "reason": "already-finalized"}
 
 
@@ -151,16 +153,15 @@ def _fail(
     return settled, decision, now
 
 
-def error_text(msg: Mapping[str, Any]) -> str:
-    """The failure text: ``error`` plus the first lines of ``stack`` (bunqueue keeps 10)."""
+def error_text(msg: Mapping[str, Any], stack_limit: int = DEFAULT_STACK_LIMIT) -> str:
+    """The failure text (:mod:`bunq.stacks`): ``error``, then at most ``stack_limit``
+    lines of ``stack`` (the job's ``stackTraceLimit``), throw site first as sent."""
     err = msg.get("error")
     text = err if isinstance(err, str) else ("" if err is None else repr(err))
     stack = msg.get("stack")
     if isinstance(stack, list):
-        lines = [line for line in stack[:MAX_STACK] if isinstance(line, str)]
-        if lines:
-            text = "\n".join([text, *lines]) if text else "\n".join(lines)
-    return text[:4000] or "failed"
+        text = with_stack(text or "failed", stack[:MAX_STACK_LINES], stack_limit)
+    return text[:MAX_ERROR_CHARS] or "failed"
 
 
 @command("FAIL")
@@ -171,7 +172,7 @@ async def fail(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[s
     lease = await _lease_or_late(ctx, job_id, msg.get("token"))
     if lease is None:
         return await _late(ctx, job_id)
-    error = error_text(msg)
+    error = error_text(msg, lease.job.opts.stack_trace_limit)
     settled, decision, now = await ctx.run(_fail, ctx.backend, lease, error, unrecoverable)
     ctx.leases.forget(lease)
     if settled is not Settle.OK:

@@ -8,6 +8,8 @@ from typing import Any
 
 from ...backends.base import Backend, QueueLimits
 from ...job import JobState
+from ...stacks import split
+from ...validate import MAX_DURATION_MS
 from ...wire_shapes import job_to_wire
 from ..context import ServerContext, Session
 from ..events import DRAINED, PAUSED, RESUMED
@@ -53,8 +55,12 @@ def _obliterate(backend: Backend, queue: str, force: bool) -> None:
 
 @command("Obliterate")
 async def obliterate(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """Remove a queue and its jobs; refused while jobs are active unless ``force`` (bunq)."""
-    await ctx.run(_obliterate, ctx.backend, queue_of(msg), as_bool(msg.get("force"), "force"))
+    """Remove a queue and its jobs, active ones too, as bunqueue does (their later
+    ACK/FAIL answer as stale). ``force: false`` (bunq's own client) refuses instead
+    while jobs are active: ``Queue.obliterate(force=False)``."""
+    force = msg.get("force")
+    await ctx.run(_obliterate, ctx.backend, queue_of(msg),
+                  True if force is None else as_bool(force, "force"))  # fmt: skip
     return {}
 
 
@@ -75,31 +81,41 @@ async def list_queues(ctx: ServerContext, msg: Mapping[str, Any], s: Session) ->
     return {"queues": await ctx.run(ctx.backend.queues)}
 
 
-def _set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> None:
-    backend.set_limits(queue, replace(backend.get_limits(queue), **changes))
+def _set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> QueueLimits:
+    limits_ = replace(backend.get_limits(queue), **changes)
+    backend.set_limits(queue, limits_)
+    return limits_
 
 
 @command("RateLimit", "RateLimitClear", "SetConcurrency", "ClearConcurrency")
 async def limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """Queue-wide limits: ``RateLimit {limit, duration}``, ``SetConcurrency {limit}``.
+    """Queue-wide limits: ``RateLimit {limit, duration, ttl?}``, ``SetConcurrency {limit}``.
 
-    ``RateLimit.ttl`` (auto-expiry) is not supported: the limit stays until cleared.
+    With ``ttl`` (ms) the rate limit lapses by itself after that long
+    (:mod:`bunq.server.ratettl`).
     """
     cmd = msg.get("cmd")
     queue = queue_of(msg)
     changes: dict[str, Any]
+    ttl = None
     if cmd == "RateLimit":
         changes = {
             "rate_max": as_int(msg.get("limit"), "limit", 1, 10**9),
             "rate_duration": opt_int(msg, "duration", 1000, 1, 86_400_000),
         }
+        if msg.get("ttl") is not None:
+            ttl = as_int(msg.get("ttl"), "ttl", 1, MAX_DURATION_MS)
     elif cmd == "SetConcurrency":
         changes = {"concurrency": as_int(msg.get("limit"), "limit", 1, 10**9)}
     elif cmd == "RateLimitClear":
         changes = {"rate_max": None}
     else:
         changes = {"concurrency": None}
-    await ctx.run(_set_limits, ctx.backend, queue, changes)
+    if "rate_max" in changes:  # validated: an earlier expiry no longer applies
+        ctx.rate_expiry.cancel(queue)
+    limits_ = await ctx.run(_set_limits, ctx.backend, queue, changes)
+    if ttl is not None:
+        ctx.rate_expiry.expire(ctx, queue, limits_, ttl)
     ctx.waiters.notify((queue,))
     return {}
 
@@ -111,7 +127,7 @@ def _dlq_entries(backend: Backend, queue: str, count: int) -> list[dict[str, Any
             {
                 "job": job_to_wire(e.job, JobState.FAILED.value, with_result=True),
                 "reason": e.reason.value,
-                "error": e.error,
+                "error": split(e.error)[0],
                 "enteredAt": float(e.entered_at),
                 "attempts": [a.to_dict() for a in e.history],
                 "retryCount": e.auto_retries,
@@ -162,15 +178,32 @@ async def dlq_stats(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> d
     return {"data": {"stats": {"total": await ctx.run(ctx.backend.dlq_size, queue_of(msg))}}}
 
 
-def limits_to_wire(limits: QueueLimits) -> dict[str, Any]:
-    return {
-        "rateLimit": limits.rate_max,
-        "rateDuration": limits.rate_duration,
-        "concurrency": limits.concurrency,
-    }
+def _limits_and_active(backend: Backend, queue: str) -> tuple[QueueLimits, int]:
+    limits_ = backend.get_limits(queue)
+    active = 0 if limits_.concurrency is None else backend.counts(queue).get(JobState.ACTIVE, 0)
+    return limits_, active
 
 
 @command("GetQueueLimits")
 async def get_limits(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    limits_ = await ctx.run(ctx.backend.get_limits, queue_of(msg))
-    return {"data": limits_to_wire(limits_)}
+    """``{queue}`` -> ``{data: {limits: {rateLimit: {max, duration} | null, rateLimitTtl,
+    concurrencyLimit, maxed}}}`` (bunqueue's shape). ``rateLimitTtl``: ms until a
+    ``RateLimit {ttl}`` lapses, 0 for a limit without one, -2 without a limit."""
+    queue = queue_of(msg)
+    limits_, active = await ctx.run(_limits_and_active, ctx.backend, queue)
+    rate = None
+    ttl = -2
+    if limits_.rate_max is not None:
+        rate = {"max": limits_.rate_max, "duration": limits_.rate_duration}
+        ttl = ctx.rate_expiry.remaining_ms(queue) or 0
+    cap = limits_.concurrency
+    return {
+        "data": {
+            "limits": {
+                "rateLimit": rate,
+                "rateLimitTtl": ttl,
+                "concurrencyLimit": cap,
+                "maxed": cap is not None and active >= cap,
+            }
+        }
+    }

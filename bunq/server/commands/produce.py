@@ -1,12 +1,16 @@
-"""PUSH and PUSHB: admission through the server's group commit."""
+"""PUSH, PUSHB and PUSHF: admission through the server's group commit."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from ...errors import UnsupportedError
 from ...protocol import Prepared
+from ...wire_shapes import job_to_wire
 from ..context import ServerContext, Session
+from ..fields import as_str
+from ..flows import flow_jobs
 from ..wire import push_batch, push_job, queue_of
 from . import command
 
@@ -23,3 +27,24 @@ async def push_b(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict
     """``{queue, jobs: [...]}`` -> ``{ids}``; atomic: every job or none."""
     stored = await ctx.add(push_batch(msg))
     return Prepared(ids=[j.id for j in stored])  # strings only: nothing for the int64 rule
+
+
+@command("UpdateParent")
+async def update_parent(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{childId, parentId}``: name a flow child's parent after admission (bunqueue's
+    Python FlowProducer pushes children first); unknown jobs answer 'Job not found'."""
+    child, parent = as_str(msg.get("childId"), "childId"), as_str(msg.get("parentId"), "parentId")
+    relink = getattr(ctx.backend, "set_parent", None)
+    if relink is None:
+        raise UnsupportedError(ctx.backend.kind, "UpdateParent (flows)")
+    await ctx.run(relink, child, parent)
+    return {}
+
+
+@command("PUSHF")
+async def push_f(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+    """``{jobs: [{id, queue, input}]}`` -> ``{data: {jobs}}``: one atomic job graph
+    (bunqueue's FlowProducer); the snapshots come back in the order sent."""
+    stored = {j.id: j for j in await ctx.add(flow_jobs(msg))}
+    sent = [str(node["id"]) for node in msg["jobs"]]
+    return Prepared(data={"jobs": [job_to_wire(stored[i], stored[i].state.value) for i in sent]})

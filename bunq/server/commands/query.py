@@ -98,9 +98,21 @@ async def get_jobs(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> di
 
 @command("GetJobCounts")
 async def get_job_counts(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{queue}`` -> ``{counts: {waiting, prioritized, delayed, active, completed, ...}}``."""
-    counts = await ctx.run(ctx.backend.counts, queue_of(msg))
+    """``{queue}`` -> ``{counts: {waiting, prioritized, delayed, active, completed, ...}}``.
+
+    ``completed`` counts every completed job not removed, as bunqueue does: those the
+    backend's retention bounds dropped too (``completed_retired``: memory, SQL, Redis).
+    """
+    counts = await ctx.run(_wire_counts, ctx.backend, queue_of(msg))
     return {"counts": counts_to_wire(counts)}
+
+
+def _wire_counts(backend: Backend, queue: str) -> dict[JobState, int]:
+    counts = backend.counts(queue)
+    retired = getattr(backend, "completed_retired", None)  # not on SQS, bunq://
+    if retired is not None:
+        counts[JobState.COMPLETED] = counts.get(JobState.COMPLETED, 0) + retired(queue)
+    return counts
 
 
 @command("Count")

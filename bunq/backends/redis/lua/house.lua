@@ -63,12 +63,20 @@ if over > 0 then
   end
 end
 
+-- completed jobs the bounds drop stay counted ('retired': bunq serve's GetJobCounts adds
+-- them, as bunqueue counts every completed job); a clean of completed jobs resets it
+local retired = 0
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', DONE, '-inf', '(' .. (now - max_age), 'LIMIT', 0, 1000)) do
   drop(id)
+  retired = retired + 1
 end
 over = redis.call('ZCARD', DONE) - max_count
 if over > 0 then
-  for _, id in ipairs(redis.call('ZRANGE', DONE, 0, math.min(over, 1000) - 1)) do drop(id) end
+  for _, id in ipairs(redis.call('ZRANGE', DONE, 0, math.min(over, 1000) - 1)) do
+    drop(id)
+    retired = retired + 1
+  end
 end
+if retired > 0 then redis.call('HINCRBY', CNT, 'retired', retired) end
 wake(woken)
 return {ttl_expired, retried, dropped, removed, redis.call('LLEN', T .. ':outbox')}

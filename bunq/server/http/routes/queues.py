@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....backends.base import Backend
+from ....backends.base import Backend, check_queue_name
 from ...commands.monitor import MAX_QUEUES_IN_STATS
 from ...wire import counts_to_wire
 from ..router import body_of, call, query_int, route
@@ -49,8 +49,7 @@ def _one(backend: Backend, queue: str) -> dict[str, Any]:
 async def get_queue(req: Request) -> dict[str, Any]:
     ctx = req.server.ctx
     row = await ctx.run(_one, ctx.backend, req.params["queue"])
-    limits = await call(req, "GetQueueLimits", {"queue": req.params["queue"]})
-    return {"queue": row, "limits": limits["data"]}
+    return {"queue": row, "limits": await _limits(req)}
 
 
 @route("GET", "/queues/{queue}/paused", "Whether the queue is paused", "queues",
@@ -101,8 +100,15 @@ async def obliterate(req: Request) -> dict[str, Any]:
 @route("GET", "/queues/{queue}/limits", "Rate limit and concurrency", "queues",
        reply=obj(("limits",), limits=LIMITS))  # fmt: skip
 async def get_limits(req: Request) -> dict[str, Any]:
-    got = await call(req, "GetQueueLimits", {"queue": req.params["queue"]})
-    return {"limits": got["data"]}
+    return {"limits": await _limits(req)}
+
+
+async def _limits(req: Request) -> dict[str, Any]:
+    ctx = req.server.ctx
+    got = await ctx.run(ctx.backend.get_limits, check_queue_name(req.params["queue"]))
+    rate = got.rate_max is not None
+    return {"rateLimit": got.rate_max, "rateDuration": got.rate_duration if rate else None,
+            "concurrency": got.concurrency}  # fmt: skip
 
 
 @route("PUT", "/queues/{queue}/rate-limit", "Set the queue's rate limit", "queues",
