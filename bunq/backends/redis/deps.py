@@ -11,6 +11,7 @@ remembered on B and counted by the admission.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ...codec import unpackb
@@ -24,20 +25,20 @@ OUTBOX_BATCH = 100
 Done = list[tuple[str, str, Any]]  # (parent, child, result) of children already completed
 
 
-class RemoteDeps:
+class RemoteDeps(ABC):
     """Mixin of RedisBackend: needs ``_r``, ``keys``, ``_scripted``, ``_pipelined``, ``_now``."""
 
     _r: Any
     keys: Keys
 
-    def _now(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _now(self) -> int: ...
 
-    def _scripted(self, cmds: list[tuple[Any, ...]]) -> list[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _scripted(self, cmds: list[tuple[Any, ...]]) -> list[Any]: ...
 
-    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]: ...
 
     def _resolve_deps(self, queue: str, jobs: list[NewJob]) -> tuple[list[list[Any]], Done]:
         """Per job ``[xpending, n, local deps...]`` for add.lua, and the results of
