@@ -124,11 +124,12 @@ class Dispatcher:
         self._listeners: list[Callable[[], None]] = []
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._stale = True  # re-read the store before the next wait
+        self._stale = False  # re-read the store before the next wait
         self.dropped = 0
         self.delivered = 0
         self.failed = 0
         webhooks.on_change(self._invalidate)
+        self.refresh()
 
     # -- the event side (any thread, never blocks) ------------------------------------
     @property
@@ -200,8 +201,7 @@ class Dispatcher:
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> Dispatcher:
-        """Load the webhooks and start the sender thread; return self."""
-        self.refresh()
+        """Start the sender thread; return self."""
         self._thread = threading.Thread(target=self._run, name="bunq-webhooks", daemon=True)
         self._thread.start()
         return self
