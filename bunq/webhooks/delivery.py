@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from ..errors import BunqError, ValidationError, WebhookTargetRefused
+from ..errors import BunqError, UnsupportedError, ValidationError, WebhookTargetRefused
 from .guard import TargetGuard
 from .model import WEBHOOK_EVENT_OF, Webhook
 from .signing import sign
@@ -225,6 +225,9 @@ class Dispatcher:
         """Re-read the webhooks from the store (the sender does this every ``refresh_s``)."""
         try:
             hooks = self.webhooks.list()
+        except UnsupportedError:  # no shared records (SQS): no webhooks, nothing to re-read
+            self.refresh_s = 24 * 3600.0
+            return
         except BunqError as exc:
             log.warning("cannot read webhooks: %s", exc)
             return
