@@ -22,6 +22,8 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 from .policy import FailDecision
 
 
@@ -74,10 +76,13 @@ class Queue:
 
     :param name: queue name (letters, digits, ``_ . : -``; at most 128).
     :param backend: a Backend object (shared) or a URL (opened and owned).
+    :param metrics: where added jobs are counted (:mod:`bunq.metrics`; False: nowhere).
     """
 
-    def __init__(self, name: str, backend: Backend | str | None = None) -> None:
+    def __init__(self, name: str, backend: Backend | str | None = None, *,
+                 metrics: JobMetrics | bool | None = None) -> None:  # fmt: skip
         self.name = check_queue_name(name)
+        self.metrics = resolve_metrics(metrics)
         self.backend, self._owned = resolve(backend)
         self.dlq = DeadLetters(self)
 
@@ -103,7 +108,10 @@ class Queue:
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
-        return self.backend.add([new_job(self.name, name, data, opts)])[0]
+        job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+        if self.metrics is not None:
+            self.metrics.added(self.name, 1)
+        return job
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
@@ -122,7 +130,10 @@ class Queue:
             if not isinstance(opts, Mapping):
                 raise ValidationError("bulk item opts must be a mapping")
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
-        return self.backend.add(batch)
+        out = self.backend.add(batch)
+        if self.metrics is not None:
+            self.metrics.added(self.name, len(out))
+        return out
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:
