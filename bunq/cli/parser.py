@@ -79,6 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
                    )  # fmt: skip
     t.add_argument("--deadline", type=SECONDS, metavar="SECONDS",
                    help="start no job that could not finish within SECONDS")  # fmt: skip
+    t.add_argument("--metrics-textfile", metavar="PATH",
+                   help="write the tick's Prometheus metrics to PATH (node_exporter's "
+                   "textfile collector) when it ends")  # fmt: skip
+    t.add_argument("--pushgateway", metavar="URL",
+                   help="push the tick's Prometheus metrics to this Pushgateway "
+                   "(job bunq_tick, grouped by queue) when it ends")  # fmt: skip
 
     a = add(sub, "add", "add one job, or many from a JSON-lines file")
     a.add_argument("queue", metavar="QUEUE")

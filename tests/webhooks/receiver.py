@@ -12,13 +12,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass(frozen=True)
 class Request:
+    method: str
     path: str
     headers: dict[str, str]
     body: bytes
 
 
 class Receiver:
-    """Answers each POST with the next status of ``script`` (then 200)."""
+    """Answers each POST (or PUT) with the next status of ``script`` (then 200)."""
 
     def __init__(self, script: list[int] | None = None) -> None:
         self.script = list(script or [])
@@ -30,11 +31,13 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver.lock:
-                    receiver.requests.append(Request(self.path, dict(self.headers), body))
+                    receiver.requests.append(Request(self.command, self.path, dict(self.headers), body))
                     status = receiver.script.pop(0) if receiver.script else 200
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            do_PUT = do_POST  # noqa: N815 - a Pushgateway push
 
             def log_message(self, *args: object) -> None:
                 pass
