@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from . import validate
+from . import tracing, validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
 from .errors import ConfigError, JobNotFound, ValidationError
@@ -108,13 +108,28 @@ class Queue:
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
-        job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+        with tracing.publishing(self.name, 1) as (span, parent):
+            if parent is not None and opts.get("traceparent") is None:
+                opts["traceparent"] = parent
+            job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+            if span is not None:
+                span.set_attribute("messaging.message.id", job.id)
         if self.metrics is not None:
             self.metrics.added(self.name, 1)
         return job
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
+        items = list(jobs)
+        with tracing.publishing(self.name, len(items)) as (span, parent):
+            out = self._add_bulk(items, parent)
+            if span is not None and len(out) == 1:
+                span.set_attribute("messaging.message.id", out[0].id)
+        if self.metrics is not None:
+            self.metrics.added(self.name, len(out))
+        return out
+
+    def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
         for item in jobs:
             if isinstance(item, Mapping):
@@ -129,11 +144,10 @@ class Queue:
                 raise ValidationError("bulk items are mappings or (name, data, opts) tuples")
             if not isinstance(opts, Mapping):
                 raise ValidationError("bulk item opts must be a mapping")
+            if parent is not None and opts.get("traceparent") is None:
+                opts = {**opts, "traceparent": parent}
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
-        out = self.backend.add(batch)
-        if self.metrics is not None:
-            self.metrics.added(self.name, len(out))
-        return out
+        return self.backend.add(batch)
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:

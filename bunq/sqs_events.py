@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import tracing
 from .backends.sqs import SQSBackend, apply_decision, prepare_record
 from .execution import Handler, Outcome, decision_for, describe, log_failure, run_sync
 from .job import Job, Settle
@@ -75,7 +76,7 @@ def run_record(backend: SQSBackend, record: Mapping[str, Any], handler: Handler,
     prepared = prepare_record(backend, record)
     if prepared.job is None:
         return prepared.report
-    outcome = run_sync(handler, prepared.job)
+    outcome = run_sync(tracing.traced(handler), prepared.job)
     if tally is not None:
         tally.ran += 1
         if outcome.ok:
