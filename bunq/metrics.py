@@ -39,7 +39,8 @@ from .job import Lease, Settle
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from .execution import Outcome, Settled
+    from .execution import Outcome
+    from .execution.observe import Settled
 
 BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
            300.0, 900.0)  # fmt: skip
@@ -61,7 +62,9 @@ class JobMetrics:
         self.dead = Counter("bunq_jobs_dead", "Jobs moved to the dead-letter queue", q,
                             registry=r)  # fmt: skip
         self.unsettled = Counter(
-            "bunq_jobs_unsettled", "Outcomes the backend never took (the job runs again)", q,
+            "bunq_jobs_unsettled",
+            "Outcomes the backend never took (the job runs again)",
+            q,
             registry=r,
         )
         self.stale = Counter("bunq_jobs_stale", "Outcomes refused: the lease was lost", q,

@@ -82,7 +82,8 @@ class _Tick:
 
     def __init__(self, queue: str, handler: Handler, backend: Backend, max_jobs: int,
                  lease_ms: int, concurrency: int, deadline_at: int | None, clock: Clock,
-                 stop: Callable[[], bool] | None, observer: Observer | None = None) -> None:  # fmt: skip
+                 stop: Callable[[], bool] | None,
+                 observer: Observer | None = None) -> None:  # fmt: skip
         self.queue, self.handler, self.backend = queue, handler, backend
         self.observer = observer
         self.max, self.lease_ms, self.c = max_jobs, lease_ms, concurrency

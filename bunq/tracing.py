@@ -62,7 +62,8 @@ def publishing(queue: str, count: int) -> Iterator[tuple[Any, str | None]]:
     from opentelemetry.trace import SpanKind
 
     attrs = {"messaging.system": SYSTEM, "messaging.operation.type": "publish",
-             "messaging.destination.name": queue, "messaging.batch.message_count": count}  # fmt: skip
+             "messaging.destination.name": queue,
+             "messaging.batch.message_count": count}  # fmt: skip
     with t.start_as_current_span(f"{queue} publish", kind=SpanKind.PRODUCER,
                                  attributes=attrs) as span:  # fmt: skip
         yield span, traceparent(span)

@@ -232,7 +232,8 @@ class Worker:
         with self._held.lock:
             done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
         try:
-            for (lease, _), s in zip(done, settle_batch(self.backend, done, self.metrics), strict=True):
+            settled = settle_batch(self.backend, done, self.metrics)
+            for (lease, _), s in zip(done, settled, strict=True):
                 self._count(lease, s)
         finally:
             with self._held.lock:

@@ -15,8 +15,8 @@ from typing import IO, Any
 from ..backends.base import Backend
 from ..errors import BunqError, ConfigError, Retry, ValidationError
 from ..job import Job, JobState
-from ..queue import Queue
 from ..metrics import JobMetrics
+from ..queue import Queue
 from ..tick import TickResult, load_handler, tick
 from .backend import DEMO_BACKEND
 from .exits import EX_TEMPFAIL, EXIT_OK, EXIT_SIGTERM

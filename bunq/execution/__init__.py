@@ -28,6 +28,6 @@ from .settle import (
     settle_failure,
 )
 
-__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Observer", "Observers", "Outcome", "Settled", "decision_for",
-           "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
-           "settle_batch", "settle_failure"]  # fmt: skip
+__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Observer", "Observers", "Outcome",
+           "Settled", "decision_for", "describe", "give_back", "is_async", "log_failure",
+           "run_async", "run_sync", "settle_batch", "settle_failure"]  # fmt: skip

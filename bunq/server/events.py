@@ -103,7 +103,9 @@ class EventHub:
 
     def _wants(self, queue: str) -> bool:
         hooks = self._hooks
-        return bool(self._all) or queue in self._queues or (hooks is not None and hooks.wants(queue))
+        return (
+            bool(self._all) or queue in self._queues or (hooks is not None and hooks.wants(queue))
+        )
 
     def unsubscribe(self, sub: Subscriber) -> bool:
         """Stop sending events to ``sub``; return whether it was listening."""
@@ -138,10 +140,7 @@ class EventHub:
     def publish(self, queue: str, events: Sequence[Event]) -> None:
         """Encode ``events`` once and queue them to every listener of ``queue`` (and
         offer them to the webhooks: :meth:`bunq.webhooks.Dispatcher.dispatch`)."""
-        hooks = self._hooks
-        if hooks is not None and hooks.active:
-            for ev in events:
-                hooks.dispatch(ev["eventType"], queue, ev)
+        self._offer(queue, events)
         subs = self._queues.get(queue)
         if self._all:
             subs = {**subs, **self._all} if subs else self._all
@@ -168,6 +167,13 @@ class EventHub:
                     self._metrics.event_drops.inc()
         if self._metrics is not None and sent:
             self._metrics.events_sent.inc(sent)
+
+    def _offer(self, queue: str, events: Sequence[Event]) -> None:
+        """Hand ``events`` to the webhook dispatcher (it queues; it never blocks)."""
+        hooks = self._hooks
+        if hooks is not None and hooks.active:
+            for ev in events:
+                hooks.dispatch(ev["eventType"], queue, ev)
 
     # -- the transitions -----------------------------------------------------------------
     def added(self, jobs: Sequence[Job], since: int, now: int) -> None:

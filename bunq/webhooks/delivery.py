@@ -284,7 +284,8 @@ class Dispatcher:
             p.body = json.dumps(p.doc, default=str, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", "User-Agent": "bunq-webhooks",
                    "X-Webhook-Event": p.event, "X-Webhook-Id": p.id,
-                   "X-Webhook-Attempt": str(p.attempt + 1), **sign(p.hook.secret, p.body)}  # fmt: skip
+                   "X-Webhook-Attempt": str(p.attempt + 1),
+                   **sign(p.hook.secret, p.body)}  # fmt: skip
         start = time.perf_counter()
         status: int | None = None
         error: str | None = None
@@ -328,8 +329,8 @@ class Dispatcher:
         elif outcome != "retrying":
             stats.failed += 1
             self.failed += 1
-            log.warning("webhook delivery %s failed: %s", p.id, error,
-                        extra={"webhook_id": p.hook.id, "event": p.event, "queue": p.queue})  # fmt: skip
+            fields = {"webhook_id": p.hook.id, "event": p.event, "queue": p.queue}
+            log.warning("webhook delivery %s failed: %s", p.id, error, extra=fields)
         with self._cond:
             self._log.append(rec)
 

@@ -90,7 +90,8 @@ class TargetGuard:
             if net.version == plain.version and plain in net:
                 raise WebhookTargetRefused(
                     f"webhook target {plain} is {why}: refused (allow it with --webhook-allow)",
-                    address=str(plain), field="url",
+                    address=str(plain),
+                    field="url",
                 )
 
     def resolve(self, host: str, port: int) -> list[tuple[int, str]]:

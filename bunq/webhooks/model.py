@@ -62,8 +62,8 @@ def check_events(events: object) -> tuple[str, ...]:
     for e in events:
         name = WEBHOOK_EVENT_OF.get(e) if isinstance(e, str) else None
         if name is None:
-            raise ValidationError(f"invalid webhook event {e!r}; valid: {', '.join(WEBHOOK_EVENTS)}",
-                                  field="events")  # fmt: skip
+            valid = ", ".join(WEBHOOK_EVENTS)
+            raise ValidationError(f"invalid webhook event {e!r}; valid: {valid}", field="events")
         if name not in out:
             out.append(name)
     if not out:
@@ -72,7 +72,7 @@ def check_events(events: object) -> tuple[str, ...]:
 
 
 def check_queue(queue: object) -> str | None:
-    return None if queue is None else queue_name(queue)  # type: ignore[arg-type]
+    return None if queue is None else queue_name(queue)
 
 
 def check_secret(secret: object) -> str | None:

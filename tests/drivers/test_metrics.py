@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def samples(m: JobMetrics | bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = m if isinstance(m, bytes) else m.text()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for fam in text_string_to_metric_families(text.decode()) for s in fam.samples}  # fmt: skip
+    fams = text_string_to_metric_families(text.decode())
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in fams for s in f.samples}
 
 
 def value(m: JobMetrics | bytes, name: str, queue: str = "q", **labels: str) -> float:
@@ -118,8 +118,9 @@ def test_bunq_tick_writes_a_textfile_and_pushes_to_a_gateway(tmp_path: Path) -> 
     be.close()
     prom = tmp_path / "bunq.prom"
     with receiver() as gw:
+        gateway = gw.url.rsplit("/", 1)[0]
         out = _bunq(tmp_path, "tick", "cj", "--handler", "jobs:handle",
-                    "--metrics-textfile", str(prom), "--pushgateway", gw.url.rsplit("/", 1)[0])  # fmt: skip
+                    "--metrics-textfile", str(prom), "--pushgateway", gateway)  # fmt: skip
         assert out.returncode == 0, out.stderr
         [push] = gw.requests
     text = prom.read_bytes()

@@ -12,16 +12,16 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode
 
-from bunq import Queue, Worker, tick  # noqa: E402
-from bunq.errors import ValidationError  # noqa: E402
+from bunq import Queue, Worker, tick
+from bunq.errors import ValidationError
 
 EXPORTER = InMemorySpanExporter()
 
@@ -63,8 +63,8 @@ def assert_one_trace(got: dict[str, Any], queue: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "remote"])
-def test_one_trace_from_add_to_the_handler_of_a_tick(make_backend: Any, kind: str,
-                                                     spans: InMemorySpanExporter) -> None:  # fmt: skip
+def test_one_trace_from_add_to_the_handler_of_a_tick(
+        make_backend: Any, kind: str, spans: InMemorySpanExporter) -> None:  # fmt: skip
     be = make_backend(kind)
     with trace.get_tracer("app").start_as_current_span("request"):
         job = Queue("traced", be).add("j", {"n": 1})
@@ -73,8 +73,8 @@ def test_one_trace_from_add_to_the_handler_of_a_tick(make_backend: Any, kind: st
     assert_one_trace(by_name(spans), "traced")
 
 
-def test_a_worker_runs_a_coroutine_handler_in_the_trace(make_backend: Any,
-                                                        spans: InMemorySpanExporter) -> None:  # fmt: skip
+def test_a_worker_runs_a_coroutine_handler_in_the_trace(
+        make_backend: Any, spans: InMemorySpanExporter) -> None:  # fmt: skip
     be = make_backend("sqlite")
 
     async def handler(job: Any) -> Any:

@@ -28,16 +28,18 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver.lock:
-                    receiver.requests.append(Request(self.command, self.path, dict(self.headers), body))
+                    receiver.requests.append(
+                        Request(self.command, self.path, dict(self.headers), body)
+                    )
                     status = receiver.script.pop(0) if receiver.script else 200
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_PUT = do_POST  # noqa: N815 - a Pushgateway push
+            do_PUT = do_POST
 
             def log_message(self, *args: object) -> None:
                 pass

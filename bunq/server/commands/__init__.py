@@ -15,7 +15,7 @@ from ..context import Handler
 
 COMMANDS: dict[str, Handler] = {}
 AREAS = ("produce", "consume", "query", "control", "cron", "monitor", "bq", "wait", "jobops",
-         "webhooks")
+         "webhooks")  # fmt: skip
 
 
 def command(*names: str) -> Callable[[Handler], Handler]:
