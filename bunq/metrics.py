@@ -80,27 +80,36 @@ class JobMetrics:
         self.tick_depth = Gauge("bunq_tick_queue_depth",
                                 "Waiting, delayed, active and paused jobs after the last tick",
                                 q, registry=r)  # fmt: skip
-        self._lock = threading.Lock()
+        self._by_kind = {"succeeded": self.completed, "failed": self.failed, "dead": self.dead,
+                         "stale": self.stale, "unsettled": self.unsettled}  # fmt: skip
+        self._children: dict[tuple[int, str], Any] = {}  # (metric, queue) -> labelled child
+
+    def _child(self, metric: Any, queue: str) -> Any:
+        key = (id(metric), queue)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children.setdefault(key, metric.labels(queue))
+        return child
 
     # -- the observer -----------------------------------------------------------------
     def settled(self, done: Sequence[tuple[Lease, Outcome]], results: Sequence[Settled]) -> None:
         by: dict[str, Tally[str]] = {}
+        observe: dict[str, Any] = {}  # queue -> its histogram child's observe
         for (lease, outcome), s in zip(done, results, strict=True):
             queue = lease.job.queue
             t = by.get(queue)
             if t is None:
                 t = by[queue] = Tally()
+                observe[queue] = self._child(self.duration, queue).observe
             t[s.kind] += 1
             if s.dead:
                 t["dead"] += 1
-            self.duration.labels(queue).observe(outcome.duration_ms / 1000)
+            observe[queue](outcome.duration_ms / 1000)
         for queue, t in by.items():
-            self.pulled.labels(queue).inc(sum(t[k] for k in _KINDS))
-            for name, counter in (("succeeded", self.completed), ("failed", self.failed),
-                                  ("dead", self.dead), ("stale", self.stale),
-                                  ("unsettled", self.unsettled)):  # fmt: skip
+            self._child(self.pulled, queue).inc(sum(t[k] for k in _KINDS))
+            for name, counter in self._by_kind.items():
                 if t[name]:
-                    counter.labels(queue).inc(t[name])
+                    self._child(counter, queue).inc(t[name])
 
     def given_back(self, leases: Sequence[Lease], answers: Sequence[Settle]) -> None:
         for lease, answer in zip(leases, answers, strict=True):
@@ -111,7 +120,7 @@ class JobMetrics:
     # -- the other drivers ------------------------------------------------------------
     def added(self, queue: str, n: int) -> None:
         if n:
-            self.pushed.labels(queue).inc(n)
+            self._child(self.pushed, queue).inc(n)
 
     def ticked(self, queue: str, duration_ms: int, depth: int | None) -> None:
         """A tick of ``queue`` ended after ``duration_ms``, leaving ``depth`` jobs."""

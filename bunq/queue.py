@@ -108,12 +108,15 @@ class Queue:
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
-        with tracing.publishing(self.name, 1) as (span, parent):
-            if parent is not None and opts.get("traceparent") is None:
-                opts["traceparent"] = parent
+        if tracing.tracer() is None:  # the common case: no span, no context manager
             job = self.backend.add([new_job(self.name, name, data, opts)])[0]
-            if span is not None:
-                span.set_attribute("messaging.message.id", job.id)
+        else:
+            with tracing.publishing(self.name, 1) as (span, parent):
+                if parent is not None and opts.get("traceparent") is None:
+                    opts["traceparent"] = parent
+                job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+                if span is not None:
+                    span.set_attribute("messaging.message.id", job.id)
         if self.metrics is not None:
             self.metrics.added(self.name, 1)
         return job
