@@ -19,7 +19,7 @@ from ..settings import Settings
 from ..webhooks import Dispatcher, TargetGuard, Webhooks
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
-from .metrics import Metrics
+from .metrics import Metrics, WebhookCounts
 from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
@@ -164,6 +164,7 @@ class ServerContext:
         self.scrapes = ScrapeCache(config.scrape_cache)
         self.webhooks = Webhooks(backend, TargetGuard(config.webhook_allow))
         self.hooks = Dispatcher(self.webhooks)  # started by the server, closed by close()
+        self.metrics.registry.register(WebhookCounts(self.hooks))
         self.events = EventHub(self.metrics, self.hooks)
         self._add_since = 0  # backend time an add batch began (tells duplicates apart)
         self.started = time.time()

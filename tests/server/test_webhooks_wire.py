@@ -47,6 +47,9 @@ def test_signed_deliveries_of_a_jobs_lifecycle(hooked: Any) -> None:
         verify("k", x.headers, x.body)
     log = c.call({"cmd": "WebhookDeliveries", "webhookId": got["data"]["webhookId"]})["data"]
     assert [d["outcome"] for d in log["deliveries"]] == ["delivered"] * 3
+    text = c.call({"cmd": "Prometheus"})["data"]["metrics"]
+    assert 'bunq_webhook_deliveries_total{outcome="delivered"} 3.0' in text
+    assert "bunq_webhook_pending 0.0" in text
 
 
 def test_a_failed_delivery_is_retried(hooked: Any) -> None:
