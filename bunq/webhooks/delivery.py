@@ -23,7 +23,6 @@ import itertools
 import json
 import logging
 import random
-import socket
 import ssl
 import threading
 import time
@@ -32,13 +31,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from ..errors import BunqError, UnsupportedError, ValidationError, WebhookTargetRefused
 from .guard import TargetGuard
 from .model import WEBHOOK_EVENT_OF, Webhook
 from .signing import sign
 from .store import Webhooks
+from .transport import post
 
 log = logging.getLogger("bunq.webhooks")
 Outcome = Literal["delivered", "retrying", "failed", "refused"]
@@ -291,7 +290,7 @@ class Dispatcher:
         error: str | None = None
         retry = False
         try:
-            status = self._post(p.hook.url, headers, p.body)
+            status = post(self.guard, p.hook.url, headers, p.body, self.timeout_s, self._tls)
             if not 200 <= status < 300:
                 error = f"HTTP {status}"
                 retry = status >= 500 or status in RETRY_STATUSES
@@ -333,56 +332,3 @@ class Dispatcher:
             log.warning("webhook delivery %s failed: %s", p.id, error, extra=fields)
         with self._cond:
             self._log.append(rec)
-
-    def _post(self, url: str, headers: dict[str, str], body: bytes) -> int:
-        """POST to the checked address of ``url``'s host; return the status."""
-        scheme, host, port = self.guard.check_url(url)
-        parts = urlsplit(url)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        last: OSError | None = None
-        for _family, addr in self.guard.resolve(host, port):
-            conn: http.client.HTTPConnection = (
-                _PinnedHTTPS(host, port, addr, self.timeout_s, self._tls)
-                if scheme == "https"
-                else _PinnedHTTP(host, port, addr, self.timeout_s)
-            )
-            try:
-                conn.connect()
-            except OSError as exc:
-                last = exc
-                conn.close()
-                continue
-            try:
-                conn.request("POST", path, body, headers)
-                resp = conn.getresponse()
-                resp.read(65536)
-                return resp.status
-            finally:
-                conn.close()
-        raise last or OSError(f"no address for {host}")
-
-
-class _PinnedHTTP(http.client.HTTPConnection):
-    """An HTTP connection to ``addr`` (checked by the guard), naming ``host``."""
-
-    def __init__(self, host: str, port: int, addr: str, timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._addr = addr
-
-    def connect(self) -> None:
-        if self.sock is None:
-            self.sock = socket.create_connection((self._addr, self.port), self.timeout)
-
-
-class _PinnedHTTPS(http.client.HTTPSConnection):
-    """An HTTPS connection to ``addr``; the certificate is checked against ``host``."""
-
-    def __init__(self, host: str, port: int, addr: str, timeout: float,
-                 context: ssl.SSLContext) -> None:  # fmt: skip
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._addr, self._ctx = addr, context
-
-    def connect(self) -> None:
-        if self.sock is None:
-            raw = socket.create_connection((self._addr, self.port), self.timeout)
-            self.sock = self._ctx.wrap_socket(raw, server_hostname=self.host)
