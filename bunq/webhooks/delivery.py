@@ -123,11 +123,11 @@ class Dispatcher:
         self._listeners: list[Callable[[], None]] = []
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._stale = False  # re-read the store before the next wait
+        self._reading = threading.Lock()
         self.dropped = 0
         self.delivered = 0
         self.failed = 0
-        webhooks.on_change(self._invalidate)
+        webhooks.on_change(self.refresh)
         self.refresh()
 
     # -- the event side (any thread, never blocks) ------------------------------------
@@ -221,15 +221,20 @@ class Dispatcher:
         self.close()
 
     def refresh(self) -> None:
-        """Re-read the webhooks from the store (the sender does this every ``refresh_s``)."""
-        try:
-            hooks = self.webhooks.list()
-        except UnsupportedError:  # no shared records (SQS): no webhooks, nothing to re-read
-            self.refresh_s = 24 * 3600.0
-            return
-        except BunqError as exc:
-            log.warning("cannot read webhooks: %s", exc)
-            return
+        """Re-read the webhooks from the store (the sender does this every ``refresh_s``;
+        a change made through :attr:`webhooks` does it at once, on the changer's thread)."""
+        with self._reading:  # one reader at a time: a later read is never overwritten
+            try:
+                hooks = self.webhooks.list()
+            except UnsupportedError:  # no shared records (SQS): no webhooks, nothing to read
+                self.refresh_s = 24 * 3600.0
+                return
+            except BunqError as exc:
+                log.warning("cannot read webhooks: %s", exc)
+                return
+            self._install(hooks)
+
+    def _install(self, hooks: list[Webhook]) -> None:
         by_event: dict[str, list[Webhook]] = {}
         for h in hooks:
             if h.enabled:
@@ -244,13 +249,6 @@ class Dispatcher:
             for fn in self._listeners:
                 fn()
 
-    def _invalidate(self) -> None:
-        with self._cond:
-            self._stale = True
-            self._cond.notify()
-        if self._thread is None:  # not started: keep the snapshot current ourselves
-            self.refresh()
-
     # -- the sender thread ------------------------------------------------------------
     def _run(self) -> None:
         next_refresh = time.monotonic() + self.refresh_s
@@ -261,7 +259,7 @@ class Dispatcher:
                     if self._closed:
                         return
                     now = time.monotonic()
-                    if self._stale or now >= next_refresh:
+                    if now >= next_refresh:
                         break
                     if self._retry and self._retry[0][0] <= now:
                         item = heapq.heappop(self._retry)[2]
@@ -270,8 +268,6 @@ class Dispatcher:
                     else:
                         due = min(next_refresh, self._retry[0][0] if self._retry else next_refresh)
                         self._cond.wait(max(due - now, 0.001))
-                if item is None:
-                    self._stale = False
             if item is None:
                 next_refresh = time.monotonic() + self.refresh_s
                 self.refresh()
