@@ -106,6 +106,16 @@ def cmd_worker(args: argparse.Namespace, be: Backend) -> int:
     from ..worker import Worker
 
     queue, handler = _queue(args), _handler(args)
+    if args.metrics_port is not None:
+        import prometheus_client
+
+        from .. import metrics
+
+        server, _ = prometheus_client.start_http_server(
+            args.metrics_port, args.metrics_host, registry=metrics.registry()
+        )
+        host, port = server.server_address[:2]
+        print(f"bunq worker: metrics at http://{host}:{port}/metrics", file=sys.stderr)
     w = Worker(queue, handler, be, concurrency=args.concurrency,
                lease_ms=args.lease_ms or args.settings.lease_ms,
                health_file=args.health_file)  # fmt: skip

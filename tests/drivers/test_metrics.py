@@ -128,3 +128,42 @@ def test_bunq_tick_writes_a_textfile_and_pushes_to_a_gateway(tmp_path: Path) -> 
     assert value(text, "bunq_tick_queue_depth", "cj") == 0
     assert push.method == "PUT" and push.path == "/metrics/job/bunq_tick/queue/cj"
     assert b"bunq_jobs_completed_total" in push.body
+
+
+def test_bunq_worker_serves_its_metrics(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import urllib.request
+
+    (tmp_path / "jobs.py").write_text("def handle(job):\n    return job.data\n")
+    from bunq.backends import connect
+
+    be = connect(f"sqlite:///{tmp_path}/cli.db")
+    Queue("wm", be).add_bulk([("a", 1), ("b", 2)])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BUNQ_")}
+    env.update(
+        PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}", BUNQ_BACKEND=f"sqlite:///{tmp_path}/cli.db"
+    )
+    proc = subprocess.Popen([sys.executable, "-m", "bunq", "worker", "wm", "--handler",
+                             "jobs:handle", "--metrics-port", str(port)], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        end, text = time.monotonic() + 20, b""
+        while time.monotonic() < end:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    text = r.read()
+                if value(text, "bunq_jobs_completed_total", "wm") == 2:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        assert value(text, "bunq_jobs_completed_total", "wm") == 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        be.close()
+    assert f"metrics at http://127.0.0.1:{port}/metrics" in err
