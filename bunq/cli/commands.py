@@ -114,8 +114,9 @@ def cmd_worker(args: argparse.Namespace, be: Backend) -> int:
         server, _ = prometheus_client.start_http_server(
             args.metrics_port, args.metrics_host, registry=metrics.registry()
         )
-        host, port = server.server_address[:2]
-        print(f"bunq worker: metrics at http://{host}:{port}/metrics", file=sys.stderr)
+        port = server.server_address[1]
+        print(f"bunq worker: metrics at http://{args.metrics_host}:{port}/metrics",
+              file=sys.stderr)  # fmt: skip
     w = Worker(queue, handler, be, concurrency=args.concurrency,
                lease_ms=args.lease_ms or args.settings.lease_ms,
                health_file=args.health_file)  # fmt: skip
