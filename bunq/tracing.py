@@ -2,8 +2,8 @@
 
 Optional (the ``otel`` extra: opentelemetry-api/sdk). Tracing is on when the
 application has configured a tracer provider
-(``opentelemetry.trace.set_tracer_provider(...)``); until then bunq does not
-import OpenTelemetry and costs nothing.
+(``opentelemetry.trace.set_tracer_provider(...)``, or :func:`use` for one of
+bunq's own); until then bunq does not import OpenTelemetry and costs nothing.
 
 - ``Queue.add`` / ``add_bulk`` open a ``PRODUCER`` span ``<queue> publish`` and
   store the W3C ``traceparent`` of that span in each job's options (unless the
@@ -30,10 +30,19 @@ from typing import Any
 from .job import Job
 
 SYSTEM = "bunq"
+_provider: Any | None = None  # a provider chosen with use(); None: the global one
+
+
+def use(provider: Any | None) -> None:
+    """Trace with ``provider`` instead of OpenTelemetry's global one (None: the global)."""
+    global _provider
+    _provider = provider
 
 
 def tracer() -> Any | None:
     """bunq's tracer when the application configured OpenTelemetry, else None."""
+    if _provider is not None:
+        return _provider.get_tracer("bunq")
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:  # nobody imported OpenTelemetry: it cannot be configured
         return None

@@ -12,7 +12,6 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
@@ -20,26 +19,29 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import SpanKind, StatusCode
 
+import bunq.tracing
 from bunq import Queue, Worker, tick
 from bunq.errors import ValidationError
 
+PROVIDER = TracerProvider()
 EXPORTER = InMemorySpanExporter()
+PROVIDER.add_span_processor(SimpleSpanProcessor(EXPORTER))
+APP = PROVIDER.get_tracer("app")  # the application's own spans
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):  # once per process (OTel allows one)
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-        trace.set_tracer_provider(provider)
+    """bunq traces to PROVIDER during the test only (the global provider stays unset,
+    so later tests run untraced)."""
+    bunq.tracing.use(PROVIDER)
     EXPORTER.clear()
     yield EXPORTER
+    bunq.tracing.use(None)
     EXPORTER.clear()
 
 
 def work(job: Any) -> Any:
-    with trace.get_tracer("app").start_as_current_span("work"):
+    with APP.start_as_current_span("work"):
         if job.data == "boom":
             raise ValueError("boom")
         return job.data
@@ -66,7 +68,7 @@ def assert_one_trace(got: dict[str, Any], queue: str) -> None:
 def test_one_trace_from_add_to_the_handler_of_a_tick(
         make_backend: Any, kind: str, spans: InMemorySpanExporter) -> None:  # fmt: skip
     be = make_backend(kind)
-    with trace.get_tracer("app").start_as_current_span("request"):
+    with APP.start_as_current_span("request"):
         job = Queue("traced", be).add("j", {"n": 1})
     assert job.opts.traceparent is not None
     assert tick("traced", work, be).succeeded == 1
@@ -81,7 +83,7 @@ def test_a_worker_runs_a_coroutine_handler_in_the_trace(
         await asyncio.sleep(0)
         return work(job)
 
-    with trace.get_tracer("app").start_as_current_span("request"):
+    with APP.start_as_current_span("request"):
         Queue("aw", be).add_bulk([("j", 1)])
     w = Worker("aw", handler, be, concurrency=2).start()
     try:
