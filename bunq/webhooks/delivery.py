@@ -91,6 +91,7 @@ class _Snapshot:
     by_event: dict[str, list[Webhook]] = field(default_factory=dict)
     queues: frozenset[str] = frozenset()
     every: bool = False
+    ids: frozenset[str] = frozenset()
 
 
 class Dispatcher:
@@ -242,7 +243,8 @@ class Dispatcher:
                     by_event.setdefault(e, []).append(h)
         live = [h for h in hooks if h.enabled]
         snap = _Snapshot(by_event, frozenset(h.queue for h in live if h.queue is not None),
-                         any(h.queue is None for h in live))  # fmt: skip
+                         any(h.queue is None for h in live),
+                         frozenset(h.id for h in live))  # fmt: skip
         changed = snap != self._snap
         self._snap = snap
         if changed:
@@ -272,9 +274,18 @@ class Dispatcher:
                 next_refresh = time.monotonic() + self.refresh_s
                 self.refresh()
                 continue
-            self._deliver(item)
+            try:
+                self._deliver(item)
+            except Exception as exc:  # a bug must not stop every later delivery: log, go on
+                log.exception("webhook delivery %s failed", item.id)
+                self._finish(
+                    item, "failed", None, f"{type(exc).__name__}: {exc}", time.perf_counter()
+                )
 
     def _deliver(self, p: _Pending) -> None:
+        if p.hook.id not in self._snap.ids:  # removed or disabled since it was queued
+            self._finish(p, "failed", None, "webhook removed or disabled", time.perf_counter())
+            return
         if p.body is None:
             p.body = json.dumps(p.doc, default=str, separators=(",", ":")).encode()
         headers = {"Content-Type": "application/json", "User-Agent": "bunq-webhooks",

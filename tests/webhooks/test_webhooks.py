@@ -205,3 +205,18 @@ def test_verify_refuses_tampering_staleness_and_unsigned() -> None:
         with pytest.raises(WebhookSignatureError) as err:
             verify(secret, h, b, tolerance_s=300)
         assert err.value.data["reason"] == reason and err.value.code == "webhook_signature"
+
+
+def test_a_delivery_queued_before_its_webhook_was_disabled_is_not_sent(make_backend: Any) -> None:
+    hooks = Webhooks(make_backend("memory"), guard=LOOPBACK)
+    with receiver() as r:
+        hook = hooks.add(r.url, ["job.completed"])
+        d = Dispatcher(hooks)  # not started yet: the delivery waits in the queue
+        assert d.dispatch("completed", "q", {"jobId": "1"}) == 1
+        hooks.enable(hook.id, False)
+        assert d.dispatch("completed", "q", {"jobId": "2"}) == 0  # disabled at once
+        with d:
+            _until(lambda: d.deliveries())
+        assert r.requests == []
+    [rec] = d.deliveries()
+    assert (rec.outcome, rec.error) == ("failed", "webhook removed or disabled")
