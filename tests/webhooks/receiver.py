@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ class Request:
 class Receiver:
     """Answers each POST (or PUT) with the next status of ``script`` (then 200)."""
 
-    def __init__(self, script: list[int] | None = None) -> None:
+    def __init__(self, script: list[int] | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.script = list(script or [])
         self.requests: list[Request] = []
         self.lock = threading.Lock()
@@ -45,7 +46,10 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hook"
 
     def wait_for(self, n: int, timeout: float = 10.0) -> list[Request]:
         end = time.monotonic() + timeout
@@ -58,8 +62,9 @@ class Receiver:
 
 
 @contextmanager
-def receiver(script: list[int] | None = None) -> Iterator[Receiver]:
-    r = Receiver(script)
+def receiver(script: list[int] | None = None, tls: ssl.SSLContext | None = None
+             ) -> Iterator[Receiver]:  # fmt: skip
+    r = Receiver(script, tls)
     t = threading.Thread(target=r.server.serve_forever, daemon=True)
     t.start()
     try:

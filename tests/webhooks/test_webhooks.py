@@ -220,3 +220,26 @@ def test_a_delivery_queued_before_its_webhook_was_disabled_is_not_sent(make_back
         assert r.requests == []
     [rec] = d.deliveries()
     assert (rec.outcome, rec.error) == ("failed", "webhook removed or disabled")
+
+
+def test_https_delivery_checks_the_certificate(make_backend: Any) -> None:
+    import ssl
+
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    hooks = Webhooks(make_backend("memory"), guard=LOOPBACK)
+    with receiver(tls=server_ctx) as r:
+        hook = hooks.add(r.url, ["job.completed"])
+        with Dispatcher(hooks, tls=trusting) as d:  # trusts the test CA
+            d.dispatch("completed", "q", {"jobId": "1"})
+            [req] = r.wait_for(1)
+        with Dispatcher(hooks, attempts=1) as strict:  # the system CAs: refused
+            strict.dispatch("completed", "q", {"jobId": "2"})
+            _until(lambda: strict.deliveries())
+    verify(hook.secret, req.headers, req.body)
+    [rec] = strict.deliveries()
+    assert rec.outcome == "failed" and "CERTIFICATE_VERIFY_FAILED" in (rec.error or "")
