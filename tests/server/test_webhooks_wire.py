@@ -97,3 +97,23 @@ def test_the_default_guard_refuses_loopback_and_metadata(server: Any) -> None:
     bad = c.call({"cmd": "AddWebhook", "url": "https://example.com", "events": ["job.nope"]})
     assert bad["code"] == "validation"
     assert c.call({"cmd": "ListWebhooks"})["data"]["webhooks"] == []
+
+
+def test_webhooks_survive_a_server_restart(tmp_path: Any) -> None:
+    from bunq.backends.sql.sqlite import SQLiteBackend
+
+    path = str(tmp_path / "hooks.db")
+    cfg = ServerConfig(port=0, http_port=None, webhook_allow=("127.0.0.1/32",), **QUIET)
+    with receiver() as r:
+        with BackgroundServer(SQLiteBackend(path), cfg) as first:
+            c = Raw(first.port)
+            wid = c.call({"cmd": "AddWebhook", "url": r.url, "events": ["job.pushed"],
+                          "secret": "k"})["data"]["webhookId"]  # fmt: skip
+        with BackgroundServer(SQLiteBackend(path), cfg) as second:
+            c = Raw(second.port)
+            [w] = c.call({"cmd": "ListWebhooks"})["data"]["webhooks"]
+            assert w["id"] == wid
+            jid = c.call({"cmd": "PUSH", "queue": "q", "data": {}})["id"]
+            [req] = r.wait_for(1)
+    assert json.loads(req.body)["jobId"] == jid
+    verify("k", req.headers, req.body)
