@@ -167,6 +167,25 @@ class AuthError(BunqError):
     code = "auth"
 
 
+class WebhookNotFound(BunqError, LookupError):
+    """No webhook has this id (``data['webhook_id']``)."""
+
+    code = "webhook_not_found"
+
+
+class WebhookTargetRefused(ValidationError):
+    """The target guard refused a webhook URL: its host is, or resolves to, an address
+    webhooks may not reach (link-local, cloud metadata, loopback...); ``data['address']``."""
+
+    code = "webhook_target_refused"
+
+
+class WebhookSignatureError(BunqError, ValueError):
+    """A webhook delivery's signature is missing, stale or wrong (``data['reason']``)."""
+
+    code = "webhook_signature"
+
+
 class Retry(Exception):  # a signal, not an error
     """Raised by a handler to ask for another attempt (spends an attempt).
 

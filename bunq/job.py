@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import itertools
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -194,6 +195,7 @@ class JobOptions:
     durable: bool = False
     parent_id: str | None = None
     stack_trace_limit: int = DEFAULT_STACK_LIMIT  # stack lines a failure keeps (bunq.stacks)
+    traceparent: str | None = None  # W3C trace context of the add (OpenTelemetry: bunq.tracing)
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
@@ -245,6 +247,7 @@ class JobOptions:
                 0,
                 MAX_STACK_LIMIT,
             ),
+            traceparent=_traceparent(o.get("traceparent")),
         )
         _remember_checked(out)
         return out
@@ -260,7 +263,21 @@ class JobOptions:
             "remove_on_complete": self.remove_on_complete, "remove_on_fail": self.remove_on_fail,
             "group": self.group, "durable": self.durable, "parent_id": self.parent_id,
             "stack_trace_limit": self.stack_trace_limit,
+            "traceparent": self.traceparent,
         }  # fmt: skip
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def _traceparent(value: object) -> str | None:
+    """A W3C ``traceparent`` header value (``00-<trace id>-<span id>-<flags>``), or None."""
+    if value is None:
+        return None
+    if type(value) is not str or _TRACEPARENT.fullmatch(value) is None or value.startswith("ff"):
+        raise ValidationError("traceparent must be a W3C traceparent "
+                              "(00-<32 hex>-<16 hex>-<2 hex>)", field="traceparent")  # fmt: skip
+    return value
 
 
 DEFAULT_BACKOFF = Backoff()

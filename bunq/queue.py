@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
 
-from . import validate
+from . import tracing, validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
 from .errors import ConfigError, JobNotFound, ValidationError
@@ -22,6 +22,8 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 from .policy import FailDecision
 
 
@@ -74,10 +76,13 @@ class Queue:
 
     :param name: queue name (letters, digits, ``_ . : -``; at most 128).
     :param backend: a Backend object (shared) or a URL (opened and owned).
+    :param metrics: where added jobs are counted (:mod:`bunq.metrics`; False: nowhere).
     """
 
-    def __init__(self, name: str, backend: Backend | str | None = None) -> None:
+    def __init__(self, name: str, backend: Backend | str | None = None, *,
+                 metrics: JobMetrics | bool | None = None) -> None:  # fmt: skip
         self.name = check_queue_name(name)
+        self.metrics = resolve_metrics(metrics)
         self.backend, self._owned = resolve(backend)
         self.dlq = DeadLetters(self)
 
@@ -103,10 +108,31 @@ class Queue:
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
-        return self.backend.add([new_job(self.name, name, data, opts)])[0]
+        if tracing.tracer() is None:  # the common case: no span, no context manager
+            job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+        else:
+            with tracing.publishing(self.name, 1) as (span, parent):
+                if parent is not None and opts.get("traceparent") is None:
+                    opts["traceparent"] = parent
+                job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+                if span is not None:
+                    span.set_attribute("messaging.message.id", job.id)
+        if self.metrics is not None:
+            self.metrics.added(self.name, 1)
+        return job
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
+        items = list(jobs)
+        with tracing.publishing(self.name, len(items)) as (span, parent):
+            out = self._add_bulk(items, parent)
+            if span is not None and len(out) == 1:
+                span.set_attribute("messaging.message.id", out[0].id)
+        if self.metrics is not None:
+            self.metrics.added(self.name, len(out))
+        return out
+
+    def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
         for item in jobs:
             if isinstance(item, Mapping):
@@ -121,6 +147,8 @@ class Queue:
                 raise ValidationError("bulk items are mappings or (name, data, opts) tuples")
             if not isinstance(opts, Mapping):
                 raise ValidationError("bulk item opts must be a mapping")
+            if parent is not None and opts.get("traceparent") is None:
+                opts = {**opts, "traceparent": parent}
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
         return self.backend.add(batch)
 

@@ -23,7 +23,10 @@ from .backends import resolve
 from .backends.base import Backend, check_queue_name
 from .errors import BackendError, BunqError, ConfigError
 from .execution import Executor, Handler, Outcome, give_back, settle_batch
+from .execution.observe import Observer
 from .job import Job, JobState, Lease, Settle
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 
 log = logging.getLogger("bunq.tick")
 T = TypeVar("T")
@@ -79,8 +82,10 @@ class _Tick:
 
     def __init__(self, queue: str, handler: Handler, backend: Backend, max_jobs: int,
                  lease_ms: int, concurrency: int, deadline_at: int | None, clock: Clock,
-                 stop: Callable[[], bool] | None) -> None:  # fmt: skip
+                 stop: Callable[[], bool] | None,
+                 observer: Observer | None = None) -> None:  # fmt: skip
         self.queue, self.handler, self.backend = queue, handler, backend
+        self.observer = observer
         self.max, self.lease_ms, self.c = max_jobs, lease_ms, concurrency
         self.deadline, self.clock, self.stop_fn = deadline_at, clock, stop
         self.owner = f"tick:{os.uname().nodename}:{os.getpid()}"
@@ -222,7 +227,7 @@ class _Tick:
         if not done:
             return
         t0 = self.clock()
-        for s in settle_batch(self.backend, done):
+        for s in settle_batch(self.backend, done, self.observer):
             self.n[s.kind] += 1
             if s.dead:
                 self.n["moved_to_dlq"] += 1
@@ -233,7 +238,7 @@ class _Tick:
         """Give back leased-but-unstarted jobs (default: all pending), attempts unspent."""
         if leases is None:
             leases, self.pending = self.pending, deque()
-        for answer in give_back(self.backend, leases):
+        for answer in give_back(self.backend, leases, observer=self.observer):
             self.n["stale" if answer is Settle.STALE else "released"] += 1
 
     def _result(self, start: int) -> TickResult:
@@ -280,8 +285,8 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
          lease_ms: int = 30_000, concurrency: int = 1, deadline_ms: int | None = None,
          deadline_at: int | None = None, clock: Clock | None = None,
          stop: Callable[[], bool] | None = None, loop_while_more: bool = False,
-         housekeeping: bool = True,
-         progress: Callable[[TickResult], None] | None = None) -> TickResult:  # fmt: skip
+         housekeeping: bool = True, progress: Callable[[TickResult], None] | None = None,
+         metrics: JobMetrics | bool | None = None) -> TickResult:  # fmt: skip
     """Drain up to ``max`` due jobs of ``queue`` once; return what happened.
 
     :param handler: ``handler(job)``: a function or a coroutine function.
@@ -297,6 +302,8 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
     :param loop_while_more: tick again while a tick fills its batch, within the
         deadline; results are merged. ``housekeeping``: sweep and fire cron first.
     :param progress: called between the ticks of a loop with the counters so far.
+    :param metrics: where the tick is counted (:mod:`bunq.metrics`): the process's
+        registry (default), another :class:`~bunq.metrics.JobMetrics`, or False.
     :raises BackendError: lease or extend failed (``err.data["tick"]``: counters so
         far). Settle failures do not raise: they count as ``unsettled``.
     """
@@ -308,13 +315,15 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
             raise ConfigError(f"{name} must be a positive integer, got {v!r}")
     if deadline_ms is not None and deadline_at is not None:
         raise ConfigError("give deadline_ms (a budget) or deadline_at (a time), not both")
+    observer = resolve_metrics(metrics)
     be, owned = resolve(backend)
     try:
         now_fn = clock or be.clock
         if deadline_ms is not None:
             deadline_at = now_fn() + int(deadline_ms)
         done = _housekeeping(be, queue, now_fn()) if housekeeping else {}
-        args = (queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop)
+        args = (queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop,
+                observer)  # fmt: skip
         result = _Tick(*args).run()
         while loop_while_more and result.stopped == "max":
             if progress is not None:
@@ -322,7 +331,10 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
             result = result.merge(_Tick(*args).run())
         counts = _safely("queue depth", lambda: be.counts(queue), None)
         depth = None if counts is None else sum(counts.get(s, 0) for s in DEPTH_STATES)
-        return replace(result, queue_depth=depth, **done)
+        result = replace(result, queue_depth=depth, **done)
+        if observer is not None:
+            observer.ticked(queue, result.duration_ms, depth)
+        return result
     finally:
         if owned:
             be.close()

@@ -33,6 +33,8 @@ from .execution import (
     settle_failure,
 )
 from .job import Lease, Settle
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 from .validate import MAX_DURATION_MS, duration, integer, text
 
 log = logging.getLogger("bunq.worker")
@@ -63,12 +65,15 @@ class Worker:
     :param sweep_interval_ms: how often this worker recovers expired leases.
     :param health_file: touched (at most once a second) whenever the worker leases or
         extends its leases: a liveness probe checks that it is recent (docs/operations.md).
+    :param metrics: where settled jobs are counted (:mod:`bunq.metrics`): the process's
+        registry (default), another :class:`~bunq.metrics.JobMetrics`, or False for none.
     """
 
     def __init__(self, queue: str, handler: Handler, backend: Backend | str | None = None, *,
                  concurrency: int = 1, lease_ms: int = 30_000, batch: int | None = None,
                  idle_wait_ms: int = 1000, sweep_interval_ms: int = 5000,
-                 owner: str | None = None, health_file: str | None = None) -> None:  # fmt: skip
+                 owner: str | None = None, health_file: str | None = None,
+                 metrics: JobMetrics | bool | None = None) -> None:  # fmt: skip
         if not callable(handler):
             raise ConfigError("handler must be callable")
         integer(concurrency, "concurrency", 1, MAX_CONCURRENCY, ConfigError)
@@ -97,6 +102,7 @@ class Worker:
         self._next_sweep = 0.0
         self.health_file = health_file
         self._touched = 0.0
+        self.metrics = resolve_metrics(metrics)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> Worker:
@@ -226,7 +232,8 @@ class Worker:
         with self._held.lock:
             done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
         try:
-            for (lease, _), s in zip(done, settle_batch(self.backend, done), strict=True):
+            settled = settle_batch(self.backend, done, self.metrics)
+            for (lease, _), s in zip(done, settled, strict=True):
                 self._count(lease, s)
         finally:
             with self._held.lock:
@@ -250,7 +257,7 @@ class Worker:
 
     def _return_unstarted(self, leases: list[Lease]) -> None:
         """Return leased-but-unstarted jobs at once, without spending their attempt."""
-        give_back(self.backend, leases)
+        give_back(self.backend, leases, observer=self.metrics)
         with self._held.lock:
             for lease in leases:
                 self._forget(lease.id)
@@ -300,7 +307,7 @@ class Worker:
             err = TimeoutError(f"timed out after {lease.job.opts.timeout} ms")
             outcome = Outcome(False, error=err,
                               duration_ms=lease.job.opts.timeout or 0, timed_out=True)  # fmt: skip
-            self._count(lease, settle_failure(self.backend, lease, outcome))
+            self._count(lease, settle_failure(self.backend, lease, outcome, self.metrics))
 
 
 def run_worker(queue: str, handler: Callable[..., Any], backend: str | None = None,

@@ -6,6 +6,8 @@
 - :mod:`.settle`: :func:`settle_batch` records outcomes under their leases'
   fences (policy, storability, retry on unavailable); :func:`give_back`
   returns unstarted leases.
+- :mod:`.observe`: the :class:`Observer` a driver passes to the settler (metrics,
+  webhooks) to see what was recorded.
 
 Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
 (:mod:`bunq.sqs_events`) and the server (give-back). See docs/internals/execution.md.
@@ -13,6 +15,7 @@ Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
 
 from __future__ import annotations
 
+from .observe import Observer, Observers
 from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
 from .settle import (
     SETTLE_RETRIES,
@@ -25,6 +28,6 @@ from .settle import (
     settle_failure,
 )
 
-__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Settled", "decision_for",
-           "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
-           "settle_batch", "settle_failure"]  # fmt: skip
+__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Observer", "Observers", "Outcome",
+           "Settled", "decision_for", "describe", "give_back", "is_async", "log_failure",
+           "run_async", "run_sync", "settle_batch", "settle_failure"]  # fmt: skip

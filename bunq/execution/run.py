@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from .. import tracing
 from ..job import Job
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
@@ -109,7 +110,7 @@ class Executor:
 
     def __init__(self, handler: Handler, concurrency: int, *, clock: Clock | None = None,
                  name: str = "bunq-job") -> None:  # fmt: skip
-        self.handler, self.clock = handler, clock
+        self.handler, self.clock = tracing.traced(handler), clock
         self.is_async = is_async(handler)
         self.inline = concurrency == 1 and not self.is_async
         self._pool: cf.ThreadPoolExecutor | None = None

@@ -30,6 +30,7 @@ from ..errors import (
 from ..job import FailureReason, Job, Lease, Settle
 from ..policy import FailDecision, decide_failure
 from ..stacks import frames, with_stack
+from .observe import Observer, notify_given_back, notify_settled
 from .run import Outcome
 
 T = TypeVar("T")
@@ -92,9 +93,16 @@ def failure_text(err: BaseException | None, stack_limit: int) -> str | None:
     return with_stack(text, frames(err, text), stack_limit)
 
 
-def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
+def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]],
+                 observer: Observer | None = None) -> list[Settled]:  # fmt: skip
     """Settle a batch (one :class:`Settled` per item, in order): completions share
-    one transaction, failures go one by one."""
+    one transaction, failures go one by one. ``observer`` sees the batch settled."""
+    out = _settle_batch(backend, done)
+    notify_settled(observer, done, out)
+    return out
+
+
+def _settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
     oks = [(lease, o.result) for lease, o in done if o.ok]
     try:
         got = retrying(partial(backend.complete_many, oks)) if oks else []
@@ -118,13 +126,17 @@ def _settle_one(backend: Backend, lease: Lease, o: Outcome) -> Settled:
     return settle_failure(backend, lease, o)
 
 
-def settle_failure(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
+def settle_failure(backend: Backend, lease: Lease, outcome: Outcome,
+                   observer: Observer | None = None) -> Settled:  # fmt: skip
     """Record one failed attempt under the lease's fence, as the policy decides."""
     try:
-        return retrying(partial(_fail, backend, lease, outcome)) or Settled(None, failed=True)
+        got = retrying(partial(_fail, backend, lease, outcome)) or Settled(None, failed=True)
     except ValidationError as exc:
         log.error("settle failed: %s", exc)
-        return Settled(None, failed=True)
+        got = Settled(None, failed=True)
+    if observer is not None:
+        notify_settled(observer, [(lease, outcome)], [got])
+    return got
 
 
 def _fail(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
@@ -155,19 +167,21 @@ def retrying(fn: Callable[[], T]) -> T | None:
 
 
 def give_back(backend: Backend, leases: Iterable[Lease],
-              reason: FailureReason = FailureReason.UNKNOWN) -> list[Settle]:  # fmt: skip
+              reason: FailureReason = FailureReason.UNKNOWN,
+              observer: Observer | None = None) -> list[Settle]:  # fmt: skip
     """Return leased-but-unstarted jobs at once, their attempt not spent.
 
     One answer per lease; a lease the backend could not take back (logged) is left
     to expire, and the sweep recovers it: it counts as given back (OK).
     """
-    now, out = backend.clock(), []
-    for lease in leases:
+    now, out, given = backend.clock(), [], list(leases)
+    for lease in given:
         try:
             out.append(backend.fail(lease, None, FailDecision("delay", now, reason)))
         except BunqError as exc:
             log.warning("could not give back %s: %s", lease.id, exc)
             out.append(Settle.OK)
+    notify_given_back(observer, given, out)
     return out
 
 

@@ -75,6 +75,7 @@ class Server:
             ssl=cfg.tls,
         )
         self.port = self._tcp.sockets[0].getsockname()[1]
+        self.ctx.hooks.start()
         if cfg.http_port is not None:
             self._http = await start_http(self, cfg.host, cfg.http_port, cfg.tls)
             self.http_port = self._http.sockets[0].getsockname()[1]

@@ -16,9 +16,10 @@ from ..errors import BunqError, ConfigError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
 from ..protocol import Packed, pack_value, parse_token
 from ..settings import Settings
+from ..webhooks import Dispatcher, TargetGuard, Webhooks
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
-from .metrics import Metrics
+from .metrics import Metrics, WebhookCounts
 from .ratettl import RateLimitExpiry
 from .scrape import ScrapeCache
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
@@ -65,6 +66,8 @@ class ServerConfig:
     :param cors_origins: origins the HTTP API answers cross-origin requests from
         (``"*"``: any); empty (the default) sends no CORS headers.
     :param tls: wrap both listeners in TLS (see :mod:`bunq.server.tls`); None: plain.
+    :param webhook_allow: networks webhooks may reach although the target guard
+        refuses them by default (loopback, link-local...): ``("127.0.0.1/32",)``.
     """
 
     host: str = "127.0.0.1"
@@ -94,6 +97,7 @@ class ServerConfig:
     http_max_body: int = 1 << 20
     cors_origins: tuple[str, ...] = ()
     tls: ssl.SSLContext | None = None
+    webhook_allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:
@@ -159,7 +163,10 @@ class ServerContext:
         self.job_waiters = JobWaiters()  # WaitJob
         self.metrics = Metrics()
         self.scrapes = ScrapeCache(config.scrape_cache)
-        self.events = EventHub(self.metrics)
+        self.webhooks = Webhooks(backend, TargetGuard(config.webhook_allow))
+        self.hooks = Dispatcher(self.webhooks)  # started by the server, closed by close()
+        self.metrics.registry.register(WebhookCounts(self.hooks))
+        self.events = EventHub(self.metrics, self.hooks)
         self._add_since = 0  # backend time an add batch began (tells duplicates apart)
         self.started = time.time()
         self.workers: dict[str, dict[str, Any]] = {}
@@ -287,6 +294,7 @@ class ServerContext:
 
     # -- misc --------------------------------------------------------------------------
     def close(self) -> None:
+        self.hooks.close()
         self.run.close()
 
 

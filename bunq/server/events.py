@@ -30,6 +30,7 @@ from ..protocol import encode
 from ..stacks import split
 
 if TYPE_CHECKING:
+    from ..webhooks import Dispatcher
     from .metrics import Metrics
 
 log = logging.getLogger("bunq.server")
@@ -76,12 +77,16 @@ class EventHub:
     caller can skip even the arguments of a publication.
     """
 
-    def __init__(self, metrics: Metrics | None = None) -> None:
+    def __init__(self, metrics: Metrics | None = None, hooks: Dispatcher | None = None) -> None:
         self._queues: dict[str, dict[Subscriber, None]] = {}
         self._of: dict[Subscriber, str] = {}
         self._all: dict[Subscriber, None] = {}  # every queue's events (HTTP /events)
         self._metrics = metrics
+        self._hooks = hooks  # webhooks: every published event is also offered to them
         self.active = False
+        if hooks is not None:
+            hooks.on_change(self._changed)
+            self._changed()
 
     # -- subscriptions -------------------------------------------------------------------
     def subscribe(self, sub: Subscriber, queue: str) -> None:
@@ -98,7 +103,10 @@ class EventHub:
         self._changed()
 
     def _wants(self, queue: str) -> bool:
-        return bool(self._all) or queue in self._queues
+        hooks = self._hooks
+        return (
+            bool(self._all) or queue in self._queues or (hooks is not None and hooks.wants(queue))
+        )
 
     def unsubscribe(self, sub: Subscriber) -> bool:
         """Stop sending events to ``sub``; return whether it was listening."""
@@ -124,13 +132,16 @@ class EventHub:
         return len(self._of) + len(self._all)
 
     def _changed(self) -> None:
-        self.active = bool(self._of) or bool(self._all)
+        hooks = self._hooks
+        self.active = bool(self._of) or bool(self._all) or (hooks is not None and hooks.active)
         if self._metrics is not None:
             self._metrics.event_subscribers.set(len(self))
 
     # -- delivery ------------------------------------------------------------------------
     def publish(self, queue: str, events: Sequence[Event]) -> None:
-        """Encode ``events`` once and queue them to every listener of ``queue``."""
+        """Encode ``events`` once and queue them to every listener of ``queue`` (and
+        offer them to the webhooks: :meth:`bunq.webhooks.Dispatcher.dispatch`)."""
+        self._offer(queue, events)
         subs = self._queues.get(queue)
         if self._all:
             subs = {**subs, **self._all} if subs else self._all
@@ -157,6 +168,13 @@ class EventHub:
                     self._metrics.event_drops.inc()
         if self._metrics is not None and sent:
             self._metrics.events_sent.inc(sent)
+
+    def _offer(self, queue: str, events: Sequence[Event]) -> None:
+        """Hand ``events`` to the webhook dispatcher (it queues; it never blocks)."""
+        hooks = self._hooks
+        if hooks is not None and hooks.active:
+            for ev in events:
+                hooks.dispatch(ev["eventType"], queue, ev)
 
     # -- the transitions -----------------------------------------------------------------
     def added(self, jobs: Sequence[Job], since: int, now: int) -> None:

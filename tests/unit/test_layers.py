@@ -58,6 +58,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.execution",
             "bunq.sqs_events",
             "bunq.cron",
+            "bunq.webhooks",
+            "bunq.metrics",
+            "bunq.tracing",
             "bunq",  # the package's re-exports: the public API
         ),
     ),
