@@ -53,6 +53,7 @@ class FailureReason(str, enum.Enum):
     STALLED = "stalled"
     TTL_EXPIRED = "ttl_expired"
     WORKER_LOST = "worker_lost"
+    DEPENDENCY_FAILED = "dependency_failed"  # a flow child failed (fail_parent_on_failure)
     UNKNOWN = "unknown"
 
 
@@ -194,6 +195,11 @@ class JobOptions:
     durable: bool = False
     parent_id: str | None = None
     stack_trace_limit: int = DEFAULT_STACK_LIMIT  # stack lines a failure keeps (bunq.stacks)
+    # What a flow child's dead-lettering does to its parent (at most one; bunq.jobrules.FlowFailure)
+    fail_parent_on_failure: bool = False
+    ignore_dependency_on_failure: bool = False
+    remove_dependency_on_failure: bool = False
+    continue_parent_on_failure: bool = False
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
@@ -206,9 +212,13 @@ class JobOptions:
         o = dict(opts)
         prio = v.integer(o.get("priority", 0), "priority", v.MIN_PRIORITY, v.MAX_PRIORITY)
         attempts = v.integer(o.get("attempts", 3), "attempts", 1, v.MAX_ATTEMPTS)
-        for name in ("lifo", "remove_on_complete", "remove_on_fail", "durable"):
+        for name in ("lifo", "remove_on_complete", "remove_on_fail", "durable", *FLOW_POLICIES):
             if not isinstance(o.get(name, False), bool):
                 raise ValidationError(f"{name} must be a bool", field=name)
+        policies = [name for name in FLOW_POLICIES if o.get(name)]
+        if len(policies) > 1:
+            raise ValidationError(f"at most one of {', '.join(policies)} may be set",
+                                  field=policies[1])  # fmt: skip
         deps = o.get("depends_on", ())
         if isinstance(deps, (str, bytes)) or not isinstance(deps, Sequence):
             raise ValidationError("depends_on must be a list of job ids", field="depends_on")
@@ -245,6 +255,7 @@ class JobOptions:
                 0,
                 MAX_STACK_LIMIT,
             ),
+            **{name: True for name in policies},
         )
         _remember_checked(out)
         return out
@@ -260,9 +271,12 @@ class JobOptions:
             "remove_on_complete": self.remove_on_complete, "remove_on_fail": self.remove_on_fail,
             "group": self.group, "durable": self.durable, "parent_id": self.parent_id,
             "stack_trace_limit": self.stack_trace_limit,
+            **{name: True for name in FLOW_POLICIES if getattr(self, name)},
         }  # fmt: skip
 
 
+FLOW_POLICIES = ("fail_parent_on_failure", "ignore_dependency_on_failure",
+                 "remove_dependency_on_failure", "continue_parent_on_failure")  # fmt: skip
 DEFAULT_BACKOFF = Backoff()
 DEFAULT_OPTIONS = JobOptions()
 _OPTION_NAMES = frozenset(f.name for f in fields(JobOptions))

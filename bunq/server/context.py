@@ -21,6 +21,7 @@ from .jobwait import JobWaiters, completed
 from .metrics import Metrics
 from .ratettl import RateLimitExpiry
 from .scrape import ScrapeCache
+from .stallconfig import StallConfigs
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
 BIG_LIST = 100  # a longer listing is built and packed off the event loop (long_read)
@@ -171,6 +172,7 @@ class ServerContext:
         )
         self.scheduler: Any = None  # bunq.cron.Scheduler when available
         self.rate_expiry = RateLimitExpiry()  # RateLimit {ttl}
+        self.stalls = StallConfigs()  # Get/SetStallConfig
         self.stopping = False
 
     # -- group commit ------------------------------------------------------------------
