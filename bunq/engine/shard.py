@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from .._core import MinHeap
 from .config import EngineConfig
@@ -64,6 +66,9 @@ class Shard:
         self.dirty: dict[str, Rec | None] | None = None
         self.dirty_unique: dict[UniqueKey, list[object] | None] | None = None
         self.dirty_queues: set[str] | None = None
+        # flow children dead-lettered under this lock: (id, queue, opts, error), for
+        # bunq.engine.flowfail.settle_flows to apply their parent policy after it
+        self.failed_children: deque[tuple[str, str, Any, str | None]] = deque()
 
     # -- lookups -------------------------------------------------------------------------
     def queue(self, name: str) -> QueueState:
@@ -248,6 +253,8 @@ class Shard:
         rec.dlq_at = now
         if self.dirty is not None:
             self.dirty[rec.id] = rec
+        if rec.opts.parent_id is not None:
+            self.failed_children.append((rec.id, rec.queue, rec.opts, rec.error))
         evicted = q.dlq.add(rec, now, max(q.dlq_config.max_entries, 0))
         if evicted is not None:
             self.drop(evicted)

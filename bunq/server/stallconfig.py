@@ -23,17 +23,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from ..backends.base import Backend
 from ..codec import pack, unpack
 from ..errors import ConfigError, ValidationError
 from ..validate import MAX_DURATION_MS
-from ..backends.base import Backend
 from .fields import as_bool, as_int
 from .state import Runner
 
 
 class _Config(Protocol):
-    default_lease_ms: int
-    max_lease_ms: int
+    @property
+    def default_lease_ms(self) -> int: ...
+    @property
+    def max_lease_ms(self) -> int: ...
 
 
 class _Context(Protocol):
@@ -41,7 +43,10 @@ class _Context(Protocol):
 
     backend: Backend
     run: Runner
-    config: _Config
+
+    @property
+    def config(self) -> _Config: ...
+
 
 NS = "bunq.stall-config"
 WIRE = {"enabled": "enabled", "stallInterval": "interval", "gracePeriod": "grace",

@@ -23,10 +23,6 @@ UNSUPPORTED = frozenset(
         "debounceTtl",
         "groupMaxSize",
         "tags",
-        "failParentOnFailure",
-        "removeDependencyOnFailure",
-        "continueParentOnFailure",
-        "ignoreDependencyOnFailure",
     }
 )
 
@@ -101,6 +97,10 @@ _BOOLS = {
     "removeOnComplete": "remove_on_complete",
     "removeOnFail": "remove_on_fail",
     "durable": "durable",
+    "failParentOnFailure": "fail_parent_on_failure",
+    "removeDependencyOnFailure": "remove_dependency_on_failure",
+    "continueParentOnFailure": "continue_parent_on_failure",
+    "ignoreDependencyOnFailure": "ignore_dependency_on_failure",
 }
 
 

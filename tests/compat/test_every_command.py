@@ -42,7 +42,15 @@ def test_the_dist_routes_104_commands() -> None:
 def test_bunq_serve_answers_every_bunqueue_command(compat_server: Any) -> None:
     c = Raw(compat_server.port)
     job = c.call({"cmd": "PUSH", "queue": "q", "name": "j", "data": {}})["id"]
-    base = {"queue": "q", "id": job, "jobId": job, "groupId": "g", "name": "n", "token": "x", "timeout": 1}
+    base = {
+        "queue": "q",
+        "id": job,
+        "jobId": job,
+        "groupId": "g",
+        "name": "n",
+        "token": "x",
+        "timeout": 1,
+    }
     unknown = []
     for name in sorted(bunqueue_commands() - PENDING_M_HOOKS):
         reply = c.call({"cmd": name, **base}, timeout=10)

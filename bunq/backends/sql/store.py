@@ -308,6 +308,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
              duration_ms: int = 0) -> Settle:  # fmt: skip
         duration(duration_ms, "duration_ms")
         error = None if error is None else storable(error)
+        woken: set[str] = set()
         with self._begin() as tx:
             now = self.clock()
             fence = {"id": lease.job.id, "token": lease.token, "attempt": lease.attempt}
@@ -327,10 +328,14 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                      duration_ms=duration_ms, now=now, reason=decision.reason.value)  # fmt: skip
             if decision.kind == "dlq":
                 tx.q("release_unique", id=lease.job.id)
+                if lease.job.opts.parent_id is not None:
+                    woken = self._children_failed(tx, [lease.job.id], now)
                 if rows[0][0]:
                     self._forget(tx, [lease.job.id])
         if decision.kind != "dlq":
             self._ring(lease.job.queue)
+        for q in woken:
+            self._ring(q)
         return Settle.OK
 
     @unit_of_work(idempotent=True)

@@ -203,8 +203,15 @@ def _queue_view(backend: Backend, queue: str, jobs_limit: int | None) -> dict[st
         "counts": counts,
         "paused": paused,
         "priorityCounts": {str(p): n for p, n in prio.items()},
-        "dlqPreview": [{"id": e.job.id, "data": e.job.data, "attempts": e.job.attempts,
-                        "createdAt": e.job.created_at} for e in dlq],  # fmt: skip
+        "dlqPreview": [
+            {
+                "id": e.job.id,
+                "data": e.job.data,
+                "attempts": e.job.attempts,
+                "createdAt": e.job.created_at,
+            }
+            for e in dlq
+        ],  # fmt: skip
         "timestamp": time.time() * 1000,
     }
     if jobs_limit is not None:

@@ -83,14 +83,15 @@ async def remove_child_dependency(
     ctx: ServerContext, msg: Mapping[str, Any], s: Session
 ) -> dict[str, Any]:
     """``{id}`` (the child) -> ``{removed}``: the parent stops waiting for it (and runs
-    once nothing else is pending). ``false`` when the parent no longer waits."""
+    once nothing else is pending). ``false`` when the parent no longer waits; ``queue``
+    (bunq's addition) names the parent's queue when it became waiting."""
     release = getattr(ctx.backend, "remove_child_dependency", None)
     if release is None:
         raise UnsupportedError(ctx.backend.kind, "RemoveChildDependency (flows)")
     removed, queue = await ctx.run(release, _id(msg))
     if queue is not None:
         ctx.waiters.notify((queue,))
-    return {"removed": removed}
+    return {"removed": removed, "queue": queue}
 
 
 def _remove_unprocessed(backend: Backend, parent_id: str) -> int:
