@@ -74,7 +74,8 @@ def test_children_values_failures_and_dependency_removal(server: Any, served: An
     parent = FlowProducer(served).add(FlowJob("p", "q", None, children=kids)).job
     c = Raw(server.port)
     pulled = ok(c.call({"cmd": "PULLB", "queue": "kids", "count": 3}))
-    by_data = {j["data"]: (j["id"], t) for j, t in zip(pulled["jobs"], pulled["tokens"])}
+    pairs = zip(pulled["jobs"], pulled["tokens"], strict=True)
+    by_data = {j["data"]: (j["id"], t) for j, t in pairs}
     ok(c.call({"cmd": "ACK", "id": by_data[0][0], "token": by_data[0][1], "result": 42}))
     for n in (1, 2):
         ok(c.call({"cmd": "FAIL", "id": by_data[n][0], "token": by_data[n][1],
