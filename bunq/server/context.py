@@ -145,6 +145,7 @@ class Session:
 
     close_after_reply: str | None = None  # why the connection closes once this reply is out
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pulled: dict[str, str] = field(default_factory=dict)  # job id -> wire token (leasewatch)
 
 
 class ServerContext:
@@ -174,6 +175,7 @@ class ServerContext:
         self.rate_expiry = RateLimitExpiry()  # RateLimit {ttl}
         self.stalls = StallConfigs()  # Get/SetStallConfig
         self.stopping = False
+        self.background: set[asyncio.Task[None]] = set()  # leasewatch's timeouts and give-backs
 
     # -- group commit ------------------------------------------------------------------
     def _add_groups(self, groups: list[list[Any]]) -> Sequence[list[Job] | BaseException]:

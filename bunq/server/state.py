@@ -86,6 +86,7 @@ class Held:
     lease_ms: int
     locked: bool  # pulled with an owner: settling needs the token
     expires_at: int
+    renewed: bool = False  # a heartbeat or extension came since the pull
 
 
 class LeaseTable:
@@ -171,6 +172,39 @@ class LeaseTable:
         held = self._by_id.get(job_id)
         if held is not None:
             held.expires_at = expires_at
+            held.renewed = True
+
+    def renewed(self, job_id: str) -> None:
+        """Note a heartbeat answered without a backend write (the lock is in use)."""
+        held = self._by_id.get(job_id)
+        if held is not None:
+            held.renewed = True
+
+    def holds(self, job_id: str, wire: str) -> bool:
+        """Whether the lease with wire token ``wire`` is still held here for ``job_id``."""
+        held = self._by_id.get(job_id)
+        return held is not None and held.wire == wire
+
+    def take_unrenewed(self, pulled: Iterable[tuple[str, str]]) -> list[Lease]:
+        """Of ``(job id, wire token)`` pairs, drop and return the leases still held and
+        never renewed (a closed connection's jobs to give back)."""
+        out = []
+        for job_id, wire in pulled:
+            held = self._by_id.get(job_id)
+            if held is not None and held.wire == wire and not held.renewed:
+                del self._by_id[job_id]
+                out.append(held.lease)
+        return out
+
+    def expired(self, now: int, most: int = 1000) -> list[Lease]:
+        """Up to ``most`` leases held here whose expiry passed (stall candidates)."""
+        out = []
+        for held in self._by_id.values():
+            if held.expires_at < now:
+                out.append(held.lease)
+                if len(out) >= most:
+                    break
+        return out
 
     def prune(self, now: int, grace_ms: int = 5_000) -> int:
         """Drop leases expired more than ``grace_ms`` ago; return how many."""

@@ -20,6 +20,7 @@ from ...protocol import Prepared
 from ...stacks import DEFAULT_STACK_LIMIT, with_stack
 from ...validate import MAX_ERROR_CHARS
 from ...wire_shapes import job_to_wire
+from .. import leasewatch
 from ..context import ServerContext, Session
 from ..fields import as_bool, as_int, as_str, opt_int, str_list
 from ..jobwait import failed
@@ -82,6 +83,8 @@ async def pull(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[s
     queue, n, timeout, lease_ms, owner = await pull_args(ctx, msg, 1)
     leases = await lease_with_poll(ctx, s, queue, n if batch else 1, lease_ms, owner or "", timeout)
     tokens = ctx.leases.add(leases, lease_ms, locked=owner is not None)
+    if leases:
+        leasewatch.pulled(ctx, s, leases, tokens)
     ctx.metrics.pulled.inc(len(leases))
     jobs = [job_to_wire(lease.job) for lease in leases]
     if batch:
@@ -221,6 +224,7 @@ async def _renew(
         if dur is None:
             ms = ctx.leases.lease_ms(lease, ctx.config.default_lease_ms)
             if ctx.leases.fresh(lease, now, ms * 2 // 3):
+                ctx.leases.renewed(lease.job.id)
                 renewed += 1
                 continue
         else:
