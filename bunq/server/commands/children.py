@@ -16,6 +16,7 @@ from ...backends.base import Backend, Capability, require
 from ...errors import JobNotFound, UnsupportedError
 from ...job import Job, JobState
 from ...jobrules import FlowFailure
+from ...stacks import split
 from ..context import ServerContext, Session
 from ..fields import as_str
 from . import command
@@ -49,7 +50,7 @@ def _failures(backend: Backend, parent_id: str, ignored: bool) -> dict[str, str]
         if policy is FlowFailure.REMOVE:
             continue  # no longer one of the parent's dependencies
         if (policy is FlowFailure.IGNORE) is ignored:
-            out[f"{child.queue}:{child.id}"] = child.error or "unknown error"
+            out[f"{child.queue}:{child.id}"] = split(child.error)[0] or "unknown error"
     return out
 
 
@@ -65,7 +66,8 @@ async def children_values(ctx: ServerContext, msg: Mapping[str, Any], s: Session
 
 @command("GetFailedChildrenValues")
 async def failed_children(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{id}`` -> ``{values: {"<queue>:<child>": error}}``: dead-lettered children the
+    """``{id}`` -> ``{values: {"<queue>:<child>": error}}`` (the message, without the stack):
+    dead-lettered children the
     parent still counts as failed (not those under ``ignore``/``remove_dependency_on_failure``)."""
     return {"values": await ctx.run(_failures, ctx.backend, _id(msg), False)}
 
