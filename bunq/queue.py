@@ -22,7 +22,9 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .jobrules import FlowFailure
 from .policy import FailDecision
+from .stacks import split
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -147,6 +149,26 @@ class Queue:
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
         require(self.backend, Capability.FLOWS)
         return self.backend.get_children_results(parent_id)
+
+    def get_failed_children(self, parent_id: JobId) -> dict[JobId, str]:
+        """``{child id: error message}`` of the parent's dead-lettered children it still
+        counts as failed (BullMQ's ``getFailedChildrenValues``); see docs/jobs.md."""
+        require(self.backend, Capability.FLOWS)
+        return {c.id: split(c.error)[0] or "" for c in failed_children(self.backend, parent_id)}
+
+    def get_ignored_children_failures(self, parent_id: JobId) -> dict[JobId, str]:
+        """The same for children with ``ignore_dependency_on_failure``."""
+        require(self.backend, Capability.FLOWS)
+        return {c.id: split(c.error)[0] or ""
+                for c in failed_children(self.backend, parent_id, ignored=True)}  # fmt: skip
+
+    def remove_child_dependency(self, child_id: JobId) -> bool:
+        """Make the child's parent stop waiting for it (it runs once nothing else is
+        pending); False when the parent no longer waits for it."""
+        require(self.backend, Capability.FLOW_POLICIES)
+        ops: Any = self.backend
+        removed: bool = ops.remove_child_dependency(child_id)[0]
+        return removed
 
     # -- control -----------------------------------------------------------------------
     def pause(self) -> None:
@@ -276,3 +298,27 @@ def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:
         raise ConfigError(f"unknown limits {sorted(set(changes) - known)}")
     # every value is checked by QueueLimits itself (bunq.queueconfig)
     return QueueLimits(**{**{f: getattr(limits, f) for f in known}, **changes})
+
+
+def flow_children(backend: Backend, parent_id: JobId) -> list[Job]:
+    """The children of a flow parent that still exist: the ids it depends on whose
+    ``parent_id`` names it (one read per child)."""
+    parent = backend.get_job(parent_id)
+    if parent is None:
+        return []
+    kids = [backend.get_job(c) for c in parent.opts.depends_on]
+    return [k for k in kids if k is not None and k.opts.parent_id == parent_id]
+
+
+def failed_children(backend: Backend, parent_id: JobId, *, ignored: bool = False) -> list[Job]:
+    """Dead-lettered children of ``parent_id``: those it counts as failed, or (``ignored``)
+    those with ``ignore_dependency_on_failure``; ``remove_dependency_on_failure`` children
+    are no longer its dependencies and are in neither."""
+    out = []
+    for child in flow_children(backend, parent_id):
+        if child.state is not JobState.FAILED:
+            continue
+        policy = FlowFailure.of(child.opts)
+        if policy is not FlowFailure.REMOVE and (policy is FlowFailure.IGNORE) is ignored:
+            out.append(child)
+    return out

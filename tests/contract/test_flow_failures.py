@@ -107,3 +107,23 @@ def test_remove_child_dependency_releases_the_parent_once(backend: Any) -> None:
     for lease in backend.lease("kids", 5, 30_000, "t"):  # finishing later changes nothing
         backend.complete(lease, None)
     assert state(backend, parent.id) is JobState.ACTIVE
+
+
+@requires(*FLOWS, C.FLOW_POLICIES)
+def test_queue_reads_failed_and_ignored_children(backend: Any) -> None:
+    from bunq import Queue
+
+    parent = flow(backend, {}, {"ignore_dependency_on_failure": True}, {}).job
+    for lease in backend.lease("kids", 3, 30_000, "t"):
+        if lease.job.data == 2:
+            backend.complete(lease, "done")
+        else:
+            fail(backend, lease, f"broke {lease.job.data}")
+    q = Queue("q", backend)
+    failed, ignored = q.get_failed_children(parent.id), q.get_ignored_children_failures(parent.id)
+    assert sorted(failed.values()) == ["broke 0"] and sorted(ignored.values()) == ["broke 1"]
+    assert list(q.get_children_results(parent.id).values()) == ["done"]
+    (kid0,) = failed
+    assert q.remove_child_dependency(kid0) is True
+    assert state(backend, parent.id) is JobState.WAITING
+    assert q.get_failed_children(parent.id) == {}  # no longer one of its dependencies

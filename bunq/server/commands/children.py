@@ -14,22 +14,14 @@ from typing import Any
 
 from ...backends.base import Backend, Capability, require
 from ...errors import JobNotFound, UnsupportedError
-from ...job import Job, JobState
-from ...jobrules import FlowFailure
+from ...job import JobState
+from ...queue import failed_children, flow_children
 from ...stacks import split
 from ..context import ServerContext, Session
 from ..fields import as_str
 from . import command
 
 UNPROCESSED = (JobState.WAITING, JobState.DELAYED, JobState.PAUSED)
-
-
-def _children(backend: Backend, parent_id: str) -> list[Job]:
-    parent = backend.get_job(parent_id)
-    if parent is None:
-        return []
-    kids = [backend.get_job(c) for c in parent.opts.depends_on]
-    return [k for k in kids if k is not None and k.opts.parent_id == parent_id]
 
 
 def _values(backend: Backend, parent_id: str) -> dict[str, Any]:
@@ -42,16 +34,8 @@ def _values(backend: Backend, parent_id: str) -> dict[str, Any]:
 
 
 def _failures(backend: Backend, parent_id: str, ignored: bool) -> dict[str, str]:
-    out = {}
-    for child in _children(backend, parent_id):
-        if child.state is not JobState.FAILED:
-            continue
-        policy = FlowFailure.of(child.opts)
-        if policy is FlowFailure.REMOVE:
-            continue  # no longer one of the parent's dependencies
-        if (policy is FlowFailure.IGNORE) is ignored:
-            out[f"{child.queue}:{child.id}"] = split(child.error)[0] or "unknown error"
-    return out
+    return {f"{c.queue}:{c.id}": split(c.error)[0] or "unknown error"
+            for c in failed_children(backend, parent_id, ignored=ignored)}  # fmt: skip
 
 
 def _id(msg: Mapping[str, Any]) -> str:
@@ -65,10 +49,10 @@ async def children_values(ctx: ServerContext, msg: Mapping[str, Any], s: Session
 
 
 @command("GetFailedChildrenValues")
-async def failed_children(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+async def failed_values(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``{id}`` -> ``{values: {"<queue>:<child>": error}}`` (the message, without the stack):
-    dead-lettered children the
-    parent still counts as failed (not those under ``ignore``/``remove_dependency_on_failure``)."""
+    dead-lettered children the parent still counts as failed
+    (:func:`bunq.queue.failed_children`)."""
     return {"values": await ctx.run(_failures, ctx.backend, _id(msg), False)}
 
 
@@ -101,7 +85,7 @@ def _remove_unprocessed(backend: Backend, parent_id: str) -> int:
         raise JobNotFound(f"Job not found: {parent_id}", job_id=parent_id)
     ops: Any = backend
     return sum(
-        1 for child in _children(backend, parent_id)
+        1 for child in flow_children(backend, parent_id)
         if child.state in UNPROCESSED and ops.remove_job(child.id)
     )  # fmt: skip
 
