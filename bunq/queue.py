@@ -9,6 +9,7 @@ from typing import Any
 from . import validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
+from .cron import Schedule, Scheduler
 from .errors import ConfigError, JobNotFound, ValidationError
 from .job import (
     DlqEntry,
@@ -24,6 +25,7 @@ from .job import (
 )
 from .jobrules import FlowFailure
 from .policy import FailDecision
+from .repeat import PREFIX, add_repeatable
 from .stacks import split
 
 
@@ -103,9 +105,26 @@ class Queue:
 
         Options: priority, delay (ms), attempts, backoff, job_id, unique_key,
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
-        depends_on, remove_on_complete, remove_on_fail, group, durable.
+        depends_on, remove_on_complete, remove_on_fail, group, durable, and the flow
+        policies (docs/jobs.md). ``repeat={every | pattern, limit, immediately,
+        start_date, end_date, tz, key}`` makes it a repeatable job on the cron
+        machinery (:mod:`bunq.repeat`): the first run is returned.
         """
+        if opts.get("repeat") is not None:
+            require(self.backend, Capability.CRON)
+            rest = {k: v for k, v in opts.items() if k != "repeat"}
+            return add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
         return self.backend.add([new_job(self.name, name, data, opts)])[0]
+
+    def get_repeatables(self) -> list[Schedule]:
+        """The queue's repeatable jobs (their schedules, with next run and runs so far)."""
+        return [s for s in Scheduler(self.backend).list(self.name) if s.name.startswith(PREFIX)]
+
+    def remove_repeatable(self, schedule_name: str) -> bool:
+        """Stop a repeatable job (runs already added stay); whether it existed."""
+        if not schedule_name.startswith(PREFIX):
+            raise ValidationError(f"not a repeatable job's schedule: {schedule_name!r}")
+        return Scheduler(self.backend).remove(schedule_name)
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""

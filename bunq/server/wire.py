@@ -18,7 +18,6 @@ MAX_BATCH = 10_000
 #: bunqueue features bunq does not implement: refused when set, never silently dropped
 UNSUPPORTED = frozenset(
     {
-        "repeat",
         "debounceId",
         "debounceTtl",
         "groupMaxSize",

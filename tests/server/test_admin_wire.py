@@ -125,3 +125,18 @@ def test_dashboard_storage_and_no_op_admin_commands(server: Any) -> None:
     assert ok(c.call({"cmd": "TrimEvents", "queue": "q", "maxLength": 10}))["data"] == {
         "removed": 0}  # fmt: skip
     c.close()
+
+
+def test_push_with_repeat_makes_a_repeatable_job(server: Any) -> None:
+    c = Raw(server.port)
+    every = {"cmd": "PUSH", "queue": "q", "name": "beat", "data": {"n": 1},
+             "repeat": {"every": 60_000, "immediately": True, "count": 0}}  # fmt: skip
+    first = ok(c.call(every))["id"]
+    assert first.startswith("cron:repeat-") and c.call({"cmd": "GetState", "id": first})[
+        "state"] == "waiting"  # fmt: skip
+    assert ok(c.call(every))["id"] == first  # the same repeatable job
+    nightly = ok(c.call({**every, "repeat": {"pattern": "0 3 * * *"}}))["id"]
+    assert c.call({"cmd": "GetState", "id": nightly})["state"] == "delayed"
+    bad = c.call({**every, "repeat": {"every": 1000, "pattern": "* * * * *"}})
+    assert bad["ok"] is False and bad["code"] == "validation"
+    c.close()

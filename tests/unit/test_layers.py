@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.execution",
             "bunq.sqs_events",
             "bunq.cron",
+            "bunq.repeat",
             "bunq",  # the package's re-exports: the public API
         ),
     ),
