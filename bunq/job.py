@@ -200,6 +200,7 @@ class JobOptions:
     ignore_dependency_on_failure: bool = False
     remove_dependency_on_failure: bool = False
     continue_parent_on_failure: bool = False
+    keep_logs: int | None = None  # keep at most this many log lines (newest), under the store's cap
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
@@ -256,6 +257,9 @@ class JobOptions:
                 MAX_STACK_LIMIT,
             ),
             **{name: True for name in policies},
+            keep_logs=None
+            if o.get("keep_logs") is None
+            else v.integer(o["keep_logs"], "keep_logs", 0, MAX_KEEP_LOGS),
         )
         _remember_checked(out)
         return out
@@ -272,11 +276,13 @@ class JobOptions:
             "group": self.group, "durable": self.durable, "parent_id": self.parent_id,
             "stack_trace_limit": self.stack_trace_limit,
             **{name: True for name in FLOW_POLICIES if getattr(self, name)},
+            **({} if self.keep_logs is None else {"keep_logs": self.keep_logs}),
         }  # fmt: skip
 
 
 FLOW_POLICIES = ("fail_parent_on_failure", "ignore_dependency_on_failure",
                  "remove_dependency_on_failure", "continue_parent_on_failure")  # fmt: skip
+MAX_KEEP_LOGS = 1_000_000
 DEFAULT_BACKOFF = Backoff()
 DEFAULT_OPTIONS = JobOptions()
 _OPTION_NAMES = frozenset(f.name for f in fields(JobOptions))

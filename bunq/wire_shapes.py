@@ -103,7 +103,7 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         "stallTimeout": None,
         "stallCount": job.stalls,
         "stackTraceLimit": o.stack_trace_limit,
-        "keepLogs": None,
+        "keepLogs": o.keep_logs,
         "sizeLimit": None,
         "failParentOnFailure": o.fail_parent_on_failure,
         "removeDependencyOnFailure": o.remove_dependency_on_failure,

@@ -90,6 +90,7 @@ _INTS = {
     "maxAttempts": ("attempts", 1, 10_000),
     "ttl": ("ttl", 0, 2**53),
     "timeout": ("timeout", 0, 2**53),
+    "keepLogs": ("keep_logs", 0, 1_000_000),
 }
 _BOOLS = {
     "lifo": "lifo",

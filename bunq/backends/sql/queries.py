@@ -421,6 +421,7 @@ Q = {
     "log_next": "SELECT COALESCE(MAX(n), 0) + 1 FROM {logs} WHERE job_id = :id",
     "log_add": "INSERT INTO {logs} (job_id, n, line) VALUES (:id, :n, :line)",
     "log_trim": "DELETE FROM {logs} WHERE job_id = :id AND n <= :n",
+    "log_opts": "SELECT opts FROM {jobs} WHERE id = :id",
     "logs": "SELECT line FROM {logs} WHERE job_id = :id ORDER BY n",
     # ---- small records
     "kv_get": "SELECT value FROM {kv} WHERE ns = :ns AND key = :key",
