@@ -30,9 +30,28 @@ from .stacks import split
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
-    """Validate options and build a NewJob (custom ``job_id`` becomes the id)."""
+    """Validate options and build a NewJob (custom ``job_id`` becomes the id).
+
+    ``debounce={"id": key, "ttl": ms}`` (BullMQ's debounce mode) is shorthand for
+    ``unique_key=key, unique_ttl=ms, unique_strategy="replace"``: within the window
+    the newest add replaces a waiting holder (and starts the window again).
+    """
+    if opts.get("debounce") is not None:
+        opts = debounced(opts)
     o = JobOptions.parse(opts)
     return NewJob(queue, name, data, o, o.job_id or new_job_id())
+
+
+def debounced(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate the ``debounce`` option (see :func:`new_job`)."""
+    spec = opts["debounce"]
+    if not isinstance(spec, Mapping) or set(spec) - {"id", "ttl"} or "id" not in spec:
+        raise ValidationError("debounce must be a map {id, ttl}", field="debounce")
+    if opts.get("unique_key") is not None:
+        raise ValidationError("debounce and unique_key are one key: give one", field="debounce")
+    rest = {k: v for k, v in opts.items() if k != "debounce"}
+    return {**rest, "unique_key": spec["id"], "unique_ttl": spec.get("ttl"),
+            "unique_strategy": "replace"}  # fmt: skip
 
 
 class DeadLetters:

@@ -18,8 +18,6 @@ MAX_BATCH = 10_000
 #: bunqueue features bunq does not implement: refused when set, never silently dropped
 UNSUPPORTED = frozenset(
     {
-        "debounceId",
-        "debounceTtl",
         "groupMaxSize",
         "tags",
     }
@@ -141,6 +139,15 @@ def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None
     if fields.get("uniqueKey") is not None:
         o["unique_key"] = as_str(fields["uniqueKey"], "uniqueKey", 1024)
         _dedup(o, fields.get("dedup"))
+    if fields.get("debounceId") is not None:  # bunq.queue.debounced: replace within the ttl
+        if "unique_key" in o:
+            raise ValidationError(
+                "debounceId and uniqueKey are one key: give one", field="debounceId"
+            )
+        o["unique_key"] = as_str(fields["debounceId"], "debounceId", 1024)
+        o["unique_strategy"] = "replace"
+        if fields.get("debounceTtl") is not None:
+            o["unique_ttl"] = as_int(fields["debounceTtl"], "debounceTtl")
     g = fields.get("groupId")
     if g is not None:  # clients may send numeric group ids; they are decimal strings
         o["group"] = as_str(str(g) if type(g) is int else g, "groupId")

@@ -1,14 +1,16 @@
-"""``keep_logs``: a job keeps its newest log lines only."""
+"""Job options: ``keep_logs`` (newest log lines only), ``debounce`` (the newest add wins)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from contract.capability import requires
+from contract.capability import CLOCK, requires
 from contract.helpers import add
 
+from bunq import JobState
 from bunq.backends.base import Capability as C
+from bunq.queue import Queue
 from bunq.errors import ValidationError
 
 
@@ -34,3 +36,18 @@ def test_keep_logs_is_checked() -> None:
             JobOptions.parse({"keep_logs": bad})
     assert JobOptions.parse({"keep_logs": 3}).to_dict()["keep_logs"] == 3
     assert "keep_logs" not in JobOptions.parse({}).to_dict()
+
+
+@requires(C.UNIQUE_KEY, C.GET_JOB, CLOCK)
+def test_debounce_keeps_the_newest_add_within_its_window(backend: Any, clock: Any) -> None:
+    q = Queue("q", backend)
+    first = q.add("save", {"v": 1}, debounce={"id": "doc-7", "ttl": 1000})
+    clock.advance(500)
+    second = q.add("save", {"v": 2}, debounce={"id": "doc-7", "ttl": 1000})
+    assert backend.get_job(first.id) is None  # replaced
+    assert [j.data for j in backend.get_jobs("q", JobState.WAITING)] == [{"v": 2}]
+    assert q.get_deduplication_job_id("doc-7") == second.id
+    with pytest.raises(ValidationError):
+        q.add("save", None, debounce={"ttl": 10})
+    with pytest.raises(ValidationError):
+        q.add("save", None, debounce={"id": "x"}, unique_key="y")
