@@ -10,8 +10,8 @@ from contract.helpers import add
 
 from bunq import JobState
 from bunq.backends.base import Capability as C
-from bunq.queue import Queue
 from bunq.errors import ValidationError
+from bunq.queue import Queue
 
 
 @requires(C.LOGS)
