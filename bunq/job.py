@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from . import validate as v
-from .errors import UnsupportedError, ValidationError
+from .errors import ValidationError
 from .stacks import DEFAULT_STACK_LIMIT, MAX_STACK_LIMIT
 
 JobId = str
@@ -380,17 +380,6 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
         opts = job.opts
         if _CHECKED.get(id(opts)) is not opts:
             check_options(opts)
-
-
-def refuse_flow_policies(jobs: Sequence[NewJob], backend: str) -> None:
-    """Raise UnsupportedError for a flow child naming a parent policy (backends that
-    lack ``Capability.FLOW_POLICIES`` call this after :func:`check_new_jobs`)."""
-    for job in jobs:
-        o = job.opts
-        if o.parent_id is not None and (o.fail_parent_on_failure or o.continue_parent_on_failure
-                                        or o.ignore_dependency_on_failure
-                                        or o.remove_dependency_on_failure):  # fmt: skip
-            raise UnsupportedError(backend, "flow_policies")  # Capability.FLOW_POLICIES
 
 
 @dataclass(frozen=True, slots=True)

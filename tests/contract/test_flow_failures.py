@@ -127,3 +127,22 @@ def test_queue_reads_failed_and_ignored_children(backend: Any) -> None:
     assert q.remove_child_dependency(kid0) is True
     assert state(backend, parent.id) is JobState.WAITING
     assert q.get_failed_children(parent.id) == {}  # no longer one of its dependencies
+
+
+@requires(*FLOWS, C.FLOW_POLICIES)
+def test_policies_apply_to_a_parent_in_the_childs_own_queue(backend: Any) -> None:
+    kids = [FlowJob("kid", "q", i, opts={"attempts": 1, "ignore_dependency_on_failure": True})
+            for i in range(2)]  # fmt: skip
+    top = FlowJob("top", "q", "t", opts={"attempts": 1, "fail_parent_on_failure": True})
+    res = FlowProducer(backend).add(FlowJob("root", "top-q", None, children=[
+        FlowJob("mid", "q", "m", opts={"attempts": 1, "fail_parent_on_failure": True},
+                children=kids), top]))  # fmt: skip
+    ids = {j.name: j.id for j in res.jobs.values()}
+    for lease in backend.lease("q", 10, 30_000, "t"):  # the two kids and "top"
+        fail(backend, lease, f"broke {lease.job.data}")
+    mid = backend.get_job(ids["mid"])
+    assert mid.state is JobState.WAITING  # both kids ignored: mid runs
+    root = backend.get_job(ids["root"])  # "top" failed it
+    assert root.state is JobState.FAILED and root.reason is FailureReason.DEPENDENCY_FAILED
+    fail(backend, lease1(backend, "q"), "mid broke")  # root already failed: nothing more
+    assert backend.get_job(ids["root"]).state is JobState.FAILED

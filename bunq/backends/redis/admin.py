@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...codec import options_blob, options_from_blob, setting_blob, setting_from_blob, unpack
-from ...errors import ConfigError, JobNotFound, UnsupportedError, ValidationError
+from ...errors import ConfigError, JobNotFound, ValidationError
 from ...job import DlqEntry, FailureReason, Job, JobId, JobState, check_relink
 from ...queueconfig import DlqConfig, QueueLimits, from_stored
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
@@ -136,11 +136,6 @@ class RedisAdmin:
         with translated("children"):
             got = self._r.hgetall(self.keys.results(queue, parent_id))
         return {k.decode(): unpack(v) for k, v in got.items()}
-
-    def remove_child_dependency(self, child_id: JobId) -> tuple[bool, str | None]:
-        """Not on Redis: a parent's pending count lives in its queue's slot and releases
-        travel through outboxes; dropping one dependency is not built (flow_policies)."""
-        raise UnsupportedError("redis", "flow_policies")
 
     # -- queue control -----------------------------------------------------------------
     def pause(self, queue: str) -> None:

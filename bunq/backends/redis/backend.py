@@ -28,11 +28,10 @@ from ...job import (
     NewJob,
     Settle,
     check_new_jobs,
-    refuse_flow_policies,
 )
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
-from ..base import ALL_CAPABILITIES, Capability, Clock, SweepResult
+from ..base import ALL_CAPABILITIES, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from . import jobops
 from .admin import RedisAdmin
@@ -88,7 +87,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     """
 
     kind = "redis"
-    capabilities = ALL_CAPABILITIES - {Capability.FLOW_POLICIES}
+    capabilities = ALL_CAPABILITIES
 
     # per-job operations (.jobops: one jobop.lua call each)
     remove_job = jobops.remove_job
@@ -99,6 +98,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     change_delay = jobops.change_delay
     update_data = jobops.update_data
     discard_job = jobops.discard_job
+    remove_child_dependency = jobops.remove_child_dependency
     clear_logs = jobops.clear_logs
     counts_per_priority = jobops.counts_per_priority
     dedup_job_id = jobops.dedup_job_id
@@ -149,7 +149,6 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         if not jobs:
             return []
         check_new_jobs(jobs)  # the bounds every backend shares (bunq.validate)
-        refuse_flow_policies(jobs, self.kind)
         runs: list[tuple[str, list[int]]] = []  # consecutive jobs of one queue, in order
         for i, job in enumerate(jobs):
             if runs and runs[-1][0] == job.queue:
@@ -451,6 +450,8 @@ class RedisBackend(RemoteDeps, RedisAdmin):
                 decision.reason.value, err, max(int(duration_ms), 0)])  # fmt: skip
         if removed:
             self._unindex([r.decode() for r in removed])
+        if ok and decision.kind == "dlq" and lease.job.opts.parent_id is not None:
+            self._deliver(lease.job.queue)  # its flow policy, if it has one (common.lua)
         return Settle.OK if ok else Settle.STALE
 
     def extend(self, lease: Lease, lease_ms: int) -> Settle:
