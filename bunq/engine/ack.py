@@ -147,8 +147,8 @@ def fail(core: Core, lease: Lease, error: str | None, decision: FailDecision,
             shard.to_waiting(q, rec, now)
     if dead_child:
         settle_flows(core)
-    if core.store is not None:
-        core.store.kick()
+    if core.store is not None and (decision.kind != "dlq" or dead_child):
+        core.store.kick()  # (a dead-lettered job alone is written with the next batch)
     return OK
 
 
