@@ -47,8 +47,13 @@ def pulled(ctx: ServerContext, s: Session, leases: Sequence[Lease], tokens: Sequ
     for lease, wire in zip(leases, tokens, strict=True):
         s.pulled[lease.job.id] = wire
         timeout = lease.job.opts.timeout
-        if timeout:
-            loop.call_later(timeout / 1000, _spawn, ctx, _time_out(ctx, lease, wire))
+        if timeout:  # cancelled when the lease is settled or dropped here (LeaseTable)
+            handle = loop.call_later(timeout / 1000, _fire_timeout, ctx, lease, wire)
+            ctx.leases.set_timer(lease.job.id, handle)
+
+
+def _fire_timeout(ctx: ServerContext, lease: Lease, wire: str) -> None:
+    _spawn(ctx, _time_out(ctx, lease, wire))
 
 
 def _spawn(ctx: ServerContext, coro: Any) -> None:

@@ -87,6 +87,9 @@ class Held:
     locked: bool  # pulled with an owner: settling needs the token
     expires_at: int
     renewed: bool = False  # a heartbeat or extension came since the pull
+    timer: asyncio.TimerHandle | None = (
+        None  # the job's timeout (leasewatch), cancelled when dropped
+    )
 
 
 class LeaseTable:
@@ -112,6 +115,9 @@ class LeaseTable:
         out = []
         for lease in leases:
             w = wire_token(lease.token, lease.attempt)
+            old = self._by_id.get(lease.job.id)
+            if old is not None and old.timer is not None:
+                old.timer.cancel()
             self._by_id[lease.job.id] = Held(lease, w, lease_ms, locked, lease.expires_at)
             out.append(w)
         return out
@@ -160,6 +166,8 @@ class LeaseTable:
             and held.lease.attempt == lease.attempt
         ):
             del self._by_id[lease.job.id]
+            if held.timer is not None:
+                held.timer.cancel()
             if len(self._settled) >= self.SETTLED_MAX:
                 del self._settled[next(iter(self._settled))]
             self._settled[held.wire] = None
@@ -180,6 +188,14 @@ class LeaseTable:
         if held is not None:
             held.renewed = True
 
+    def set_timer(self, job_id: str, timer: asyncio.TimerHandle) -> None:
+        """Attach a timeout timer to the lease held for ``job_id`` (cancelled with it)."""
+        held = self._by_id.get(job_id)
+        if held is None:
+            timer.cancel()
+        else:
+            held.timer = timer
+
     def holds(self, job_id: str, wire: str) -> bool:
         """Whether the lease with wire token ``wire`` is still held here for ``job_id``."""
         held = self._by_id.get(job_id)
@@ -193,6 +209,8 @@ class LeaseTable:
             held = self._by_id.get(job_id)
             if held is not None and held.wire == wire and not held.renewed:
                 del self._by_id[job_id]
+                if held.timer is not None:
+                    held.timer.cancel()
                 out.append(held.lease)
         return out
 
@@ -210,7 +228,9 @@ class LeaseTable:
         """Drop leases expired more than ``grace_ms`` ago; return how many."""
         dead = [k for k, h in self._by_id.items() if h.expires_at + grace_ms < now]
         for k in dead:
-            del self._by_id[k]
+            timer = self._by_id.pop(k).timer
+            if timer is not None:
+                timer.cancel()
         return len(dead)
 
 

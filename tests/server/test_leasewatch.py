@@ -100,3 +100,28 @@ def test_stalled_events_for_leases_the_sweep_takes_back(sweeping: Any) -> None:
     assert state(c, job_id) == "waiting"
     c.close()
     sub.close()
+
+
+def test_a_settled_or_dropped_lease_cancels_its_timeout_timer() -> None:
+    import asyncio
+
+    from bunq.job import Job, JobOptions, JobState, Lease
+    from bunq.server.state import LeaseTable
+
+    def lease(job_id: str) -> Lease:
+        job = Job(job_id, "q", "j", None, JobState.ACTIVE, JobOptions(timeout=60_000), attempts=1)
+        return Lease(job, "tok", 1, 10**13)
+
+    async def run() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        table = LeaseTable()
+        a, b, c = lease("a"), lease("b"), lease("c")
+        wires = table.add([a, b, c], 30_000, locked=True)
+        timers = [loop.call_later(60, lambda: None) for _ in range(3)]
+        for job_id, timer in zip("abc", timers, strict=True):
+            table.set_timer(job_id, timer)
+        table.forget(a)  # settled
+        assert table.take_unrenewed([("b", wires[1])]) == [b]  # its connection closed
+        return [t.cancelled() for t in timers]
+
+    assert asyncio.run(run()) == [True, True, False]  # c is still held: its timer stands
