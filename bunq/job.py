@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from . import validate as v
-from .errors import ValidationError
+from .errors import UnsupportedError, ValidationError
 from .stacks import DEFAULT_STACK_LIMIT, MAX_STACK_LIMIT
 
 JobId = str
@@ -168,6 +168,15 @@ class Backoff:
         return {"type": self.type, "delay": self.delay, "cap": self.cap, "jitter": self.jitter}
 
 
+def _group_max_size(o: Mapping[str, Any]) -> int | None:
+    value = o.get("group_max_size")
+    if value is None:
+        return None
+    if o.get("group") is None:
+        raise ValidationError("group_max_size needs a group", field="group_max_size")
+    return v.integer(value, "group_max_size", 1, v.MAX_COUNT)
+
+
 def _opt_duration(o: Mapping[str, Any], name: str) -> int | None:
     value = o.get(name)
     return None if value is None else v.duration(value, name)
@@ -201,6 +210,7 @@ class JobOptions:
     remove_dependency_on_failure: bool = False
     continue_parent_on_failure: bool = False
     keep_logs: int | None = None  # keep at most this many log lines (newest), under the store's cap
+    group_max_size: int | None = None  # refuse the add when the group has this many pending
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
@@ -260,6 +270,7 @@ class JobOptions:
             keep_logs=None
             if o.get("keep_logs") is None
             else v.integer(o["keep_logs"], "keep_logs", 0, MAX_KEEP_LOGS),
+            group_max_size=_group_max_size(o),
         )
         _remember_checked(out)
         return out
@@ -277,6 +288,7 @@ class JobOptions:
             "stack_trace_limit": self.stack_trace_limit,
             **{name: True for name in FLOW_POLICIES if getattr(self, name)},
             **({} if self.keep_logs is None else {"keep_logs": self.keep_logs}),
+            **({} if self.group_max_size is None else {"group_max_size": self.group_max_size}),
         }  # fmt: skip
 
 
@@ -380,6 +392,14 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
         opts = job.opts
         if _CHECKED.get(id(opts)) is not opts:
             check_options(opts)
+
+
+def refuse_group_max_size(jobs: Sequence[NewJob], backend: str) -> None:
+    """UnsupportedError for ``group_max_size`` on a backend that keeps no per-group count
+    of pending jobs (without ``Capability.GROUP_MAX_SIZE``: Redis, SQS)."""
+    for job in jobs:
+        if job.opts.group_max_size is not None:
+            raise UnsupportedError(backend, "group_max_size")
 
 
 @dataclass(frozen=True, slots=True)

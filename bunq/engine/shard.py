@@ -171,11 +171,17 @@ class Shard:
             q.wake(self.lock)
         if rec.expire_at is not None and rec.id not in self.ttl:
             self.ttl.push(rec.id, rec.expire_at)
+        group = rec.group
+        if group is not None:
+            gp = q.group_pending
+            gp[group] = gp.get(group, 0) + 1
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
     def leave_waiting(self, q: QueueState, rec: Rec) -> None:
         """Take a waiting (or delayed, or parked) ``rec`` out of its container."""
+        if rec.group is not None:
+            _group_left(q, rec.group)
         if self.delayed.discard(rec.id):
             q.n_delayed -= 1
             return
@@ -215,6 +221,7 @@ class Shard:
         if group is not None:
             ga = q.lanes.group_active
             ga[group] = ga.get(group, 0) + 1
+            _group_left(q, group)
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
@@ -381,6 +388,20 @@ class Shard:
                 if r.state is ACTIVE and r.group is not None:
                     groups[r.group] = groups.get(r.group, 0) + 1
             assert q.lanes.group_active == groups, name
+            pending: dict[str, int] = {}
+            for r in recs:
+                if r.state is WAITING and r.group is not None:
+                    pending[r.group] = pending.get(r.group, 0) + 1
+            assert q.group_pending == pending, name
+
+
+def _group_left(q: QueueState, group: str) -> None:
+    gp = q.group_pending
+    left = gp[group] - 1
+    if left:
+        gp[group] = left
+    else:
+        del gp[group]
 
 
 def _first(*times: int | None) -> int:

@@ -18,7 +18,6 @@ MAX_BATCH = 10_000
 #: bunqueue features bunq does not implement: refused when set, never silently dropped
 UNSUPPORTED = frozenset(
     {
-        "groupMaxSize",
         "tags",
     }
 )
@@ -89,6 +88,7 @@ _INTS = {
     "ttl": ("ttl", 0, 2**53),
     "timeout": ("timeout", 0, 2**53),
     "keepLogs": ("keep_logs", 0, 1_000_000),
+    "groupMaxSize": ("group_max_size", 1, 10**9),
 }
 _BOOLS = {
     "lifo": "lifo",

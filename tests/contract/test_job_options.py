@@ -11,7 +11,7 @@ from contract.helpers import add
 from bunq import JobState
 from bunq.backends.base import Capability as C
 from bunq.errors import ValidationError
-from bunq.queue import Queue
+from bunq.queue import Queue, new_job
 
 
 @requires(C.LOGS)
@@ -51,3 +51,26 @@ def test_debounce_keeps_the_newest_add_within_its_window(backend: Any, clock: An
         q.add("save", None, debounce={"ttl": 10})
     with pytest.raises(ValidationError):
         q.add("save", None, debounce={"id": "x"}, unique_key="y")
+
+
+@requires(C.GROUPS, C.GROUP_MAX_SIZE)
+def test_group_max_size_refuses_an_add_over_the_groups_pending_jobs(backend: Any) -> None:
+    from bunq.errors import GroupFull
+
+    capped = {"group": "tenant-1", "group_max_size": 2}
+    add(backend, **capped)
+    add(backend, delay=60_000, **capped)  # delayed jobs count too
+    with pytest.raises(GroupFull) as err:
+        add(backend, **capped)
+    assert err.value.code == "group_full" and "maximum size of 2" in str(err.value)
+    add(backend, group="tenant-2", group_max_size=2)  # per group
+    add(backend, group="tenant-1")  # a job without the option is not limited
+    with pytest.raises(GroupFull):  # a batch over the bound admits nothing
+        backend.add([new_job("q", "j", None, {"group": "tenant-3", "group_max_size": 1})
+                     for _ in range(2)])  # fmt: skip
+    assert backend.counts("q")[JobState.WAITING] + backend.counts("q")[JobState.DELAYED] == 4
+    leases = backend.lease("q", 10, 30_000, "t")  # a leased job no longer counts
+    assert any(lease.job.opts.group == "tenant-1" for lease in leases)
+    add(backend, **capped)
+    with pytest.raises(ValidationError):
+        add(backend, group_max_size=2)  # without a group

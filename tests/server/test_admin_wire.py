@@ -140,3 +140,14 @@ def test_push_with_repeat_makes_a_repeatable_job(server: Any) -> None:
     bad = c.call({**every, "repeat": {"every": 1000, "pattern": "* * * * *"}})
     assert bad["ok"] is False and bad["code"] == "validation"
     c.close()
+
+
+def test_push_with_group_max_size_is_refused_past_the_bound(server: Any) -> None:
+    c = Raw(server.port)
+    capped = {"cmd": "PUSH", "queue": "q", "name": "j", "data": 1, "groupId": "g",
+              "groupMaxSize": 1}  # fmt: skip
+    ok(c.call(capped))
+    full = c.call(capped)
+    assert full["ok"] is False and full["code"] == "group_full"
+    assert full["error"] == "Group g has reached its maximum size of 1"
+    c.close()

@@ -28,10 +28,11 @@ from ...job import (
     NewJob,
     Settle,
     check_new_jobs,
+    refuse_group_max_size,
 )
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
-from ..base import ALL_CAPABILITIES, Clock, SweepResult
+from ..base import ALL_CAPABILITIES, Capability, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from . import jobops
 from .admin import RedisAdmin
@@ -87,7 +88,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     """
 
     kind = "redis"
-    capabilities = ALL_CAPABILITIES
+    capabilities = ALL_CAPABILITIES - {Capability.GROUP_MAX_SIZE}
 
     # per-job operations (.jobops: one jobop.lua call each)
     remove_job = jobops.remove_job
@@ -149,6 +150,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         if not jobs:
             return []
         check_new_jobs(jobs)  # the bounds every backend shares (bunq.validate)
+        refuse_group_max_size(jobs, self.kind)
         runs: list[tuple[str, list[int]]] = []  # consecutive jobs of one queue, in order
         for i, job in enumerate(jobs):
             if runs and runs[-1][0] == job.queue:

@@ -422,6 +422,11 @@ Q = {
     "log_add": "INSERT INTO {logs} (job_id, n, line) VALUES (:id, :n, :line)",
     "log_trim": "DELETE FROM {logs} WHERE job_id = :id AND n <= :n",
     "log_opts": "SELECT opts FROM {jobs} WHERE id = :id",
+    # group_max_size: at most `most` rows of the group's range of jobs_group
+    "group_pending": (
+        "SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} WHERE queue = :queue AND grp = :grp"
+        " AND state = 'waiting' LIMIT :most) g"
+    ),
     "logs": "SELECT line FROM {logs} WHERE job_id = :id ORDER BY n",
     # ---- small records
     "kv_get": "SELECT value FROM {kv} WHERE ns = :ns AND key = :key",
