@@ -14,43 +14,51 @@ from bunq.policy import decide_failure
 from bunq.queue import new_job
 
 
+class Run:
+    def __init__(self, clock: Any, seed: int) -> None:
+        self.rnd, self.clock = random.Random(seed), clock
+        self.engine = Engine(clock=clock)
+        self.leases: list[Any] = []
+        self.ids: list[str] = []
+
+    def add(self) -> None:
+        group = self.rnd.choice(["a", "b", None])
+        opts: dict[str, Any] = {"delay": self.rnd.choice([0, 0, 30]), "attempts": 2}
+        if group is not None:
+            opts.update(group=group, group_max_size=self.rnd.choice([3, 50]))
+        self.ids.append(self.engine.add([new_job("q", "j", None, opts)])[0].id)
+
+    def lease(self) -> None:
+        self.leases += self.engine.lease("q", self.rnd.randint(1, 3), 1000, "t")
+
+    def settle(self) -> None:
+        if self.leases:
+            lease = self.leases.pop(self.rnd.randrange(len(self.leases)))
+            if self.rnd.random() < 0.5:
+                self.engine.complete(lease, None)
+            else:
+                self.engine.fail(lease, "x", decide_failure(lease.job, self.clock()), 1)
+
+    def on_a_job(self) -> None:
+        if self.ids:
+            op = self.rnd.choice([self.engine.remove_job, self.engine.discard_job,
+                                  self.engine.retry_job])  # fmt: skip
+            op(self.rnd.choice(self.ids))
+
+    def time(self) -> None:
+        self.clock.advance(self.rnd.choice([5, 40, 2000]))
+        self.engine.sweep()
+        if self.rnd.random() < 0.1:
+            self.engine.drain("q")
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_group_pending_counts_survive_random_operations(clock: Any, seed: int) -> None:
-    rnd = random.Random(seed)
-    engine = Engine(clock=clock)
-    groups = ["a", "b", None]
-    leases: list[Any] = []
-    ids: list[str] = []
+    run = Run(clock, seed)
+    ops = [run.add, run.add, run.lease, run.settle, run.on_a_job, run.time]
     for _ in range(400):
-        op = rnd.choice(["add", "add", "lease", "settle", "remove", "discard", "sweep", "tick",
-                         "retry", "drain"])  # fmt: skip
         try:
-            if op == "add":
-                group = rnd.choice(groups)
-                opts: dict[str, Any] = {"delay": rnd.choice([0, 0, 30]), "attempts": 2}
-                if group is not None:
-                    opts.update(group=group, group_max_size=rnd.choice([3, 50]))
-                ids.append(engine.add([new_job("q", "j", None, opts)])[0].id)
-            elif op == "lease":
-                leases += engine.lease("q", rnd.randint(1, 3), rnd.choice([10, 1000]), "t")
-            elif op == "settle" and leases:
-                lease = leases.pop(rnd.randrange(len(leases)))
-                if rnd.random() < 0.5:
-                    engine.complete(lease, None)
-                else:
-                    engine.fail(lease, "x", decide_failure(lease.job, clock()), 1)
-            elif op == "remove" and ids:
-                engine.remove_job(rnd.choice(ids))
-            elif op == "discard" and ids:
-                engine.discard_job(rnd.choice(ids))
-            elif op == "retry" and ids:
-                engine.retry_job(rnd.choice(ids))
-            elif op == "sweep":
-                engine.sweep()
-            elif op == "tick":
-                clock.advance(rnd.choice([5, 40]))
-            elif op == "drain" and rnd.random() < 0.1:
-                engine.drain("q")
+            run.rnd.choice(ops)()
         except BunqError:
             pass  # a full group, a job in the wrong state: refused, nothing changed
-        engine._check()
+        run.engine._check()
