@@ -49,6 +49,7 @@ class _Context(Protocol):
 
 
 NS = "bunq.stall-config"
+MAX_CACHED = 10_000  # queues whose settings a server remembers
 WIRE = {"enabled": "enabled", "stallInterval": "interval", "gracePeriod": "grace",
         "maxStalls": "max_stalls"}  # fmt: skip
 
@@ -84,7 +85,10 @@ class StallConfigs:
     async def get(self, ctx: _Context, queue: str) -> StallConfig:
         cfg = self._cache.get(queue)
         if cfg is None:
-            cfg = self._cache[queue] = await ctx.run(self._read, ctx, queue)
+            cfg = await ctx.run(self._read, ctx, queue)
+            if len(self._cache) >= MAX_CACHED:  # queue names come from clients: bounded
+                self._cache.clear()
+            self._cache[queue] = cfg
         return cfg
 
     async def set(self, ctx: _Context, queue: str, raw: Mapping[str, Any]) -> StallConfig:
