@@ -18,6 +18,7 @@ from .errors import (
     DelayedError,
     DependencyError,
     DuplicateJob,
+    GroupFull,
     JobNotFound,
     JobStateError,
     LeaseLost,
@@ -38,7 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend", "BackendError", "BackendUnavailable", "Backoff", "BunqError", "Capability",
     "ConfigError", "DelayedError", "DependencyError", "DlqConfig", "DlqEntry", "DuplicateJob",
-    "FailureReason", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
+    "FailureReason", "GroupFull", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
     "JobOptions", "JobState", "JobStateError", "Lease", "LeaseLost", "PayloadTooLarge", "Queue",
     "QueueLimits",
     "Retry", "Schedule", "Scheduler", "Settle", "TickResult", "UnrecoverableError",

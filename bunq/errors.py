@@ -97,6 +97,19 @@ class DuplicateJob(BunqError):
     code = "duplicate_job"
 
 
+class GroupFull(BunqError):
+    """A job's FIFO group already holds ``group_max_size`` waiting or delayed jobs;
+    ``data`` names the group and the bound. Nothing of the add was admitted."""
+
+    code = "group_full"
+
+
+def group_full(group: str, max_size: int) -> GroupFull:
+    """The error of an add over ``group_max_size`` (bunqueue's message)."""
+    return GroupFull(f"Group {group} has reached its maximum size of {max_size}",
+                     group=group, max=max_size)  # fmt: skip
+
+
 class JobStateError(BunqError):
     """The job is not in a state the operation accepts; ``data`` names the job, its state
     and the operation (removing an active job, promoting one that is not delayed...)."""

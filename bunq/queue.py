@@ -9,6 +9,7 @@ from typing import Any
 from . import tracing, validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
+from .cron import Schedule, Scheduler
 from .errors import ConfigError, JobNotFound, ValidationError
 from .job import (
     DlqEntry,
@@ -22,15 +23,37 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .jobrules import FlowFailure
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
 from .policy import FailDecision
+from .repeat import PREFIX, add_repeatable
+from .stacks import split
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
-    """Validate options and build a NewJob (custom ``job_id`` becomes the id)."""
+    """Validate options and build a NewJob (custom ``job_id`` becomes the id).
+
+    ``debounce={"id": key, "ttl": ms}`` (BullMQ's debounce mode) is shorthand for
+    ``unique_key=key, unique_ttl=ms, unique_strategy="replace"``: within the window
+    the newest add replaces a waiting holder (and starts the window again).
+    """
+    if opts.get("debounce") is not None:
+        opts = debounced(opts)
     o = JobOptions.parse(opts)
     return NewJob(queue, name, data, o, o.job_id or new_job_id())
+
+
+def debounced(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate the ``debounce`` option (see :func:`new_job`)."""
+    spec = opts["debounce"]
+    if not isinstance(spec, Mapping) or set(spec) - {"id", "ttl"} or "id" not in spec:
+        raise ValidationError("debounce must be a map {id, ttl}", field="debounce")
+    if opts.get("unique_key") is not None:
+        raise ValidationError("debounce and unique_key are one key: give one", field="debounce")
+    rest = {k: v for k, v in opts.items() if k != "debounce"}
+    return {**rest, "unique_key": spec["id"], "unique_ttl": spec.get("ttl"),
+            "unique_strategy": "replace"}  # fmt: skip
 
 
 class DeadLetters:
@@ -106,8 +129,15 @@ class Queue:
 
         Options: priority, delay (ms), attempts, backoff, job_id, unique_key,
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
-        depends_on, remove_on_complete, remove_on_fail, group, durable.
+        depends_on, remove_on_complete, remove_on_fail, group, durable, and the flow
+        policies (docs/jobs.md). ``repeat={every | pattern, limit, immediately,
+        start_date, end_date, tz, key}`` makes it a repeatable job on the cron
+        machinery (:mod:`bunq.repeat`): the first run is returned.
         """
+        if opts.get("repeat") is not None:
+            require(self.backend, Capability.CRON)
+            rest = {k: v for k, v in opts.items() if k != "repeat"}
+            return add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
         if tracing.tracer() is None:  # the common case: no span, no context manager
             job = self.backend.add([new_job(self.name, name, data, opts)])[0]
         else:
@@ -120,6 +150,16 @@ class Queue:
         if self.metrics is not None:
             self.metrics.added(self.name, 1)
         return job
+
+    def get_repeatables(self) -> list[Schedule]:
+        """The queue's repeatable jobs (their schedules, with next run and runs so far)."""
+        return [s for s in Scheduler(self.backend).list(self.name) if s.name.startswith(PREFIX)]
+
+    def remove_repeatable(self, schedule_name: str) -> bool:
+        """Stop a repeatable job (runs already added stay); whether it existed."""
+        if not schedule_name.startswith(PREFIX):
+            raise ValidationError(f"not a repeatable job's schedule: {schedule_name!r}")
+        return Scheduler(self.backend).remove(schedule_name)
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
@@ -175,6 +215,26 @@ class Queue:
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:
         require(self.backend, Capability.FLOWS)
         return self.backend.get_children_results(parent_id)
+
+    def get_failed_children(self, parent_id: JobId) -> dict[JobId, str]:
+        """``{child id: error message}`` of the parent's dead-lettered children it still
+        counts as failed (BullMQ's ``getFailedChildrenValues``); see docs/jobs.md."""
+        require(self.backend, Capability.FLOWS)
+        return {c.id: split(c.error)[0] or "" for c in failed_children(self.backend, parent_id)}
+
+    def get_ignored_children_failures(self, parent_id: JobId) -> dict[JobId, str]:
+        """The same for children with ``ignore_dependency_on_failure``."""
+        require(self.backend, Capability.FLOWS)
+        return {c.id: split(c.error)[0] or ""
+                for c in failed_children(self.backend, parent_id, ignored=True)}  # fmt: skip
+
+    def remove_child_dependency(self, child_id: JobId) -> bool:
+        """Make the child's parent stop waiting for it (it runs once nothing else is
+        pending); False when the parent no longer waits for it."""
+        require(self.backend, Capability.FLOW_POLICIES)
+        ops: Any = self.backend
+        removed: bool = ops.remove_child_dependency(child_id)[0]
+        return removed
 
     # -- control -----------------------------------------------------------------------
     def pause(self) -> None:
@@ -304,3 +364,27 @@ def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:
         raise ConfigError(f"unknown limits {sorted(set(changes) - known)}")
     # every value is checked by QueueLimits itself (bunq.queueconfig)
     return QueueLimits(**{**{f: getattr(limits, f) for f in known}, **changes})
+
+
+def flow_children(backend: Backend, parent_id: JobId) -> list[Job]:
+    """The children of a flow parent that still exist: the ids it depends on whose
+    ``parent_id`` names it (one read per child)."""
+    parent = backend.get_job(parent_id)
+    if parent is None:
+        return []
+    kids = [backend.get_job(c) for c in parent.opts.depends_on]
+    return [k for k in kids if k is not None and k.opts.parent_id == parent_id]
+
+
+def failed_children(backend: Backend, parent_id: JobId, *, ignored: bool = False) -> list[Job]:
+    """Dead-lettered children of ``parent_id``: those it counts as failed, or (``ignored``)
+    those with ``ignore_dependency_on_failure``; ``remove_dependency_on_failure`` children
+    are no longer its dependencies and are in neither."""
+    out = []
+    for child in flow_children(backend, parent_id):
+        if child.state is not JobState.FAILED:
+            continue
+        policy = FlowFailure.of(child.opts)
+        if policy is not FlowFailure.REMOVE and (policy is FlowFailure.IGNORE) is ignored:
+            out.append(child)
+    return out

@@ -230,6 +230,10 @@ class RemoteBackend:
     def set_parent(self, job_id: JobId, parent_id: JobId) -> None:
         self._call("UpdateParent", True, childId=job_id, parentId=parent_id)
 
+    def remove_child_dependency(self, child_id: JobId) -> tuple[bool, str | None]:
+        reply = self._call("RemoveChildDependency", id=child_id)
+        return bool(reply["removed"]), reply.get("queue")
+
     # -- queue control -----------------------------------------------------------------
     def pause(self, queue: str) -> None:
         self._call("Pause", True, queue=queue)

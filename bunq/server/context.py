@@ -22,6 +22,7 @@ from .jobwait import JobWaiters, completed
 from .metrics import Metrics, WebhookCounts
 from .ratettl import RateLimitExpiry
 from .scrape import ScrapeCache
+from .stallconfig import StallConfigs
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
 BIG_LIST = 100  # a longer listing is built and packed off the event loop (long_read)
@@ -148,6 +149,7 @@ class Session:
 
     close_after_reply: str | None = None  # why the connection closes once this reply is out
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pulled: dict[str, str] = field(default_factory=dict)  # job id -> wire token (leasewatch)
 
 
 class ServerContext:
@@ -178,7 +180,9 @@ class ServerContext:
         )
         self.scheduler: Any = None  # bunq.cron.Scheduler when available
         self.rate_expiry = RateLimitExpiry()  # RateLimit {ttl}
+        self.stalls = StallConfigs()  # Get/SetStallConfig
         self.stopping = False
+        self.background: set[asyncio.Task[None]] = set()  # leasewatch's timeouts and give-backs
 
     # -- group commit ------------------------------------------------------------------
     def _add_groups(self, groups: list[list[Any]]) -> Sequence[list[Job] | BaseException]:

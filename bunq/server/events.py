@@ -51,6 +51,7 @@ WAITING_CHILDREN = "waiting-children"
 DRAINED = "drained"
 PAUSED = "paused"
 RESUMED = "resumed"
+STALLED = "stalled"
 
 
 class Subscriber(Protocol):
@@ -244,6 +245,12 @@ class EventHub:
         if self._wants(queue):
             ts = now_ms()
             self.publish(queue, [_event(REMOVED, queue, i, ts, prev=prev) for i in ids])
+
+    def stalled(self, queue: str, ids: Iterable[str]) -> None:
+        """``stalled`` {prev: "active"} per job whose lease ran out (:mod:`.leasewatch`)."""
+        if self._wants(queue):
+            ts = now_ms()
+            self.publish(queue, [_event(STALLED, queue, i, ts, prev="active") for i in ids])
 
     def queue_event(self, queue: str, kind: str) -> None:
         """A queue-wide event (``paused``, ``resumed``, ``drained``): ``jobId`` is ``""``."""

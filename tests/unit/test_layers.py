@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.webhooks",
             "bunq.metrics",
             "bunq.tracing",
+            "bunq.repeat",
             "bunq",  # the package's re-exports: the public API
         ),
     ),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...codec import options_blob, pack, setting_from_blob
-from ...errors import DependencyError, DuplicateJob
+from ...errors import DependencyError, DuplicateJob, group_full
 from ...job import (
     Job,
     JobId,
@@ -116,6 +116,11 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                     out.append(existing)
                     continue
             pending = self._count_pending(tx, job) if o.depends_on else 0
+            if o.group_max_size is not None and not pending:
+                if plain:  # the group's count must see this batch's earlier jobs
+                    tx.many("insert_job", plain)
+                    plain = []
+                self._check_group_size(tx, job.queue, o.group, o.group_max_size)
             run_at = now + o.delay
             seq = self._next_seq(now)
             plain.append({
@@ -144,6 +149,13 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         if plain:
             tx.many("insert_job", plain)
         return out
+
+    def _check_group_size(self, tx: Tx, queue: str, group: Any, most: int) -> None:
+        """GroupFull when ``group`` holds ``most`` waiting or delayed jobs: an index range
+        of ``jobs_group`` read up to ``most`` rows, under the group's lock (PostgreSQL)."""
+        self._lock_key(tx, f"group-size:{queue}:{group}")
+        if tx.q("group_pending", queue=queue, grp=group, most=most)[0][0] >= most:
+            raise group_full(group, most)
 
     def _lookups(self, tx: Tx, job: NewJob, now: int) -> Job | None:
         """Resolve a custom id or unique key; return the job to answer instead, if any."""
@@ -308,6 +320,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
              duration_ms: int = 0) -> Settle:  # fmt: skip
         duration(duration_ms, "duration_ms")
         error = None if error is None else storable(error)
+        woken: set[str] = set()
         with self._begin() as tx:
             now = self.clock()
             fence = {"id": lease.job.id, "token": lease.token, "attempt": lease.attempt}
@@ -327,10 +340,14 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                      duration_ms=duration_ms, now=now, reason=decision.reason.value)  # fmt: skip
             if decision.kind == "dlq":
                 tx.q("release_unique", id=lease.job.id)
+                if lease.job.opts.parent_id is not None:
+                    woken = self._children_failed(tx, [lease.job.id], now)
                 if rows[0][0]:
                     self._forget(tx, [lease.job.id])
         if decision.kind != "dlq":
             self._ring(lease.job.queue)
+        for q in woken:
+            self._ring(q)
         return Settle.OK
 
     @unit_of_work(idempotent=True)

@@ -15,7 +15,7 @@ from ..context import Handler
 
 COMMANDS: dict[str, Handler] = {}
 AREAS = ("produce", "consume", "query", "control", "cron", "monitor", "bq", "wait", "jobops",
-         "webhooks")  # fmt: skip
+         "webhooks", "admin", "groups", "children")  # fmt: skip
 
 
 def command(*names: str) -> Callable[[Handler], Handler]:
