@@ -53,6 +53,7 @@ class FailureReason(str, enum.Enum):
     STALLED = "stalled"
     TTL_EXPIRED = "ttl_expired"
     WORKER_LOST = "worker_lost"
+    CANCELLED = "cancelled"  # queue.cancel() of an active job: settled by its worker, not retried
     UNKNOWN = "unknown"
 
 

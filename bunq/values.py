@@ -43,6 +43,7 @@ class Capability(str, enum.Enum):
     MULTI_PROCESS = "multi_process"  # several processes may share the store
     CLOCK = "clock"  # delays, leases, backoff and sweeps follow the injected clock(), to the ms
     HISTORY = "history"  # every attempt's error and duration is kept (get_job, DLQ entries)
+    EVENTS = "events"  # job events others can read (QueueEvents, queue.wait): bunq.jobevents
     JOB_OPS = "job_ops"  # per-job operations: remove, retry, promote, reprioritise... (jobops.py)
 
 

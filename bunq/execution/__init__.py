@@ -3,6 +3,8 @@
 - :mod:`.run`: :func:`run_sync` / :func:`run_async` turn one handler call into
   an :class:`Outcome`; :class:`Executor` is where calls run (inline, threads,
   one event loop).
+- :mod:`.context`: :class:`JobContext` (progress, log, extend, cancelled) and the
+  cancel requests drivers poll.
 - :mod:`.settle`: :func:`settle_batch` records outcomes under their leases'
   fences (policy, storability, retry on unavailable); :func:`give_back`
   returns unstarted leases.
@@ -13,6 +15,15 @@ Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
 
 from __future__ import annotations
 
+from .context import (
+    CANCEL_POLL_S,
+    JobContext,
+    forget_cancel,
+    poll_cancels,
+    prune_cancels,
+    request_cancel,
+    takes_context,
+)
 from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
 from .settle import (
     SETTLE_RETRIES,
@@ -25,6 +36,8 @@ from .settle import (
     settle_failure,
 )
 
-__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Settled", "decision_for",
+__all__ = ["CANCEL_POLL_S", "SETTLE_RETRIES", "Executor", "Handler", "JobContext", "Outcome", "Settled",
+           "decision_for", "forget_cancel", "poll_cancels", "prune_cancels", "request_cancel",
+           "takes_context",
            "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
            "settle_batch", "settle_failure"]  # fmt: skip

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.batching",
             "bunq.stacks",
             "bunq.jobrules",
+            "bunq.jobevents",
         ),
     ),
     ("core", ("bunq._core",)),
@@ -58,6 +59,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.execution",
             "bunq.sqs_events",
             "bunq.cron",
+            "bunq.queue_events",
             "bunq",  # the package's re-exports: the public API
         ),
     ),

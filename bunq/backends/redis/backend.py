@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 
+from .events import RedisEventLog
 from ...codec import options_blob, pack
 from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
 from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
@@ -112,6 +113,9 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         self._known_at = time.monotonic()
         self._local = threading.local()
         self._conns: weakref.WeakSet[Any] = weakref.WeakSet()  # per-thread connections
+        self._events = RedisEventLog(self._r, self.keys)  # job events: a stream per queue
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
         with translated("connect"):
             self._r.ping()
             SCRIPTS.load(self._r)

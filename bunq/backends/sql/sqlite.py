@@ -26,6 +26,7 @@ from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, 
 from ...filekind import SQL_FILE, claim
 from ..urls import redact
 from .doorbell import Doorbell
+from .events import SqlEventLog
 from .queries import SCHEMA_VERSION, SQLITE, ddl_names, render_all
 from .store import SqlBackend
 
@@ -168,6 +169,10 @@ class SQLiteBackend(SqlBackend):
         self._conns: list[apsw.Connection] = []
         self._conns_lock = threading.Lock()
         self._bell = Doorbell(self.path)
+        self._events = SqlEventLog(self, "events", "events_queue_id", postgres=False,
+                                   bell_path=self.path + ".events")  # fmt: skip
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
         self._checkpointer = _Checkpointer(self.path)
         self._closed = False
         self._init_schema()
@@ -291,4 +296,5 @@ class SQLiteBackend(SqlBackend):
             except apsw.Error:
                 pass
         self._bell.close()
+        self._events.close()
         self._checkpointer.close()
