@@ -9,7 +9,9 @@ from typing import Any
 from . import validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
-from .errors import ConfigError, JobNotFound, ValidationError
+from .backends.eventlog import publish
+from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
+from .execution.context import request_cancel
 from .job import (
     DlqEntry,
     FailureReason,
@@ -22,7 +24,9 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .jobevents import EventKind, JobEvent, added_events
 from .policy import FailDecision
+from .queue_events import wait_for
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -103,7 +107,9 @@ class Queue:
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
-        return self.backend.add([new_job(self.name, name, data, opts)])[0]
+        jobs = self.backend.add([new_job(self.name, name, data, opts)])
+        publish(self.backend, added_events(jobs, self.backend.clock()))
+        return jobs[0]
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
@@ -122,7 +128,9 @@ class Queue:
             if not isinstance(opts, Mapping):
                 raise ValidationError("bulk item opts must be a mapping")
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
-        return self.backend.add(batch)
+        added = self.backend.add(batch)
+        publish(self.backend, added_events(added, self.backend.clock()))
+        return added
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:
@@ -151,16 +159,23 @@ class Queue:
     # -- control -----------------------------------------------------------------------
     def pause(self) -> None:
         self.backend.pause(self.name)
+        self._event(EventKind.PAUSED, "")
 
     def resume(self) -> None:
         self.backend.resume(self.name)
+        self._event(EventKind.RESUMED, "")
+
+    def _event(self, kind: EventKind, job_id: str, **data: Any) -> None:
+        publish(self.backend, [JobEvent(kind, self.name, job_id, self.backend.clock(), data)])
 
     def is_paused(self) -> bool:
         return self.backend.is_paused(self.name)
 
     def drain(self) -> int:
         """Remove every waiting and delayed job; return how many."""
-        return self.backend.drain(self.name)
+        n = self.backend.drain(self.name)
+        self._event(EventKind.DRAINED, "", count=n)
+        return n
 
     def clean(self, grace_ms: int = 0, limit: int = 1000,
               state: JobState | str = JobState.COMPLETED) -> list[JobId]:  # fmt: skip
@@ -206,7 +221,52 @@ class Queue:
 
     def remove(self, job_id: JobId) -> bool:
         """Remove a job in any state but active; return False when there is none."""
-        return bool(self._ops().remove_job(job_id))
+        job = self.backend.get_job(job_id) if Capability.EVENTS in self.backend.capabilities \
+            else None  # fmt: skip
+        removed = bool(self._ops().remove_job(job_id))
+        if removed and job is not None:
+            self._event(EventKind.REMOVED, job_id, prev=job.state.value)
+        return removed
+
+    def cancel(self, job_id: JobId) -> None:
+        """Cancel a job: a waiting or delayed one is removed (event ``cancelled``); an
+        active one is asked to stop: its handler sees ``ctx.cancelled`` (a coroutine
+        handler gets CancelledError) and the job settles as cancelled, dead-lettered with
+        reason ``cancelled``, not retried (docs/events.md).
+
+        :raises JobNotFound: no such job. :raises JobStateError: it has finished.
+        """
+        ops = self._ops()
+        job = self.backend.get_job(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state in (JobState.WAITING, JobState.DELAYED, JobState.WAITING_CHILDREN):
+            try:
+                if ops.remove_job(job_id):
+                    self._event(EventKind.CANCELLED, job_id, prev=job.state.value)
+                    return
+            except JobStateError:  # leased meanwhile: ask its worker
+                pass
+            job = self.backend.get_job(job_id)
+            if job is None:
+                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state is not JobState.ACTIVE:
+            raise JobStateError(job_id, job.state.value, "cancel")
+        request_cancel(self.backend, job)
+
+    def wait(self, job_id: JobId, timeout: float | None = 30.0) -> Any:
+        """Wait until the job finishes and return its result.
+
+        Built on the backend's events where it keeps them, polling with backoff
+        elsewhere (``bunq://`` uses the server's pushed events).
+
+        :param timeout: seconds (None: no limit).
+        :raises JobFailed: it was dead-lettered (``data``: reason, error).
+        :raises JobCancelled: it was cancelled. :raises WaitTimeout: ``timeout`` passed.
+        :raises JobNotFound: no such job (or it was removed).
+        :raises UnsupportedError: the backend cannot look jobs up (SQS).
+        """
+        return wait_for(self.backend, job_id, timeout)
 
     def retry(self, job_id: JobId) -> None:
         """Run a failed (dead-lettered) or completed job again, with fresh attempts."""

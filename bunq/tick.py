@@ -21,8 +21,8 @@ from typing import Any, Literal, TypeVar
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
-from .errors import BackendError, BunqError, ConfigError
 from .backends.eventlog import publish
+from .errors import BackendError, BunqError, ConfigError
 from .execution import Executor, Handler, JobContext, Outcome, give_back, settle_batch
 from .execution.keepalive import Keepalive
 from .job import Job, JobState, Lease, Settle

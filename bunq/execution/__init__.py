@@ -36,8 +36,7 @@ from .settle import (
     settle_failure,
 )
 
-__all__ = ["CANCEL_POLL_S", "SETTLE_RETRIES", "Executor", "Handler", "JobContext", "Outcome", "Settled",
-           "decision_for", "forget_cancel", "poll_cancels", "prune_cancels", "request_cancel",
-           "takes_context",
-           "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
-           "settle_batch", "settle_failure"]  # fmt: skip
+__all__ = ["CANCEL_POLL_S", "SETTLE_RETRIES", "Executor", "Handler", "JobContext", "Outcome",
+           "Settled", "decision_for", "describe", "forget_cancel", "give_back", "is_async",
+           "log_failure", "poll_cancels", "prune_cancels", "request_cancel", "run_async",
+           "run_sync", "settle_batch", "settle_failure", "takes_context"]  # fmt: skip

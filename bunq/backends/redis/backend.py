@@ -18,7 +18,6 @@ from typing import Any
 
 import redis
 
-from .events import RedisEventLog
 from ...codec import options_blob, pack
 from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
 from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
@@ -32,6 +31,7 @@ from .clock import ServerClock
 from .config import RedisConfig
 from .deps import RemoteDeps
 from .errors import translated
+from .events import RedisEventLog
 from .keys import Keys
 from .rows import fields, job_from_hash
 from .scripts import SCRIPTS, Script

@@ -30,8 +30,8 @@ from ...errors import BackendUnavailable, ConfigError, DuplicateJob
 from ...job import Job, Lease, NewJob, check_new_jobs
 from ..base import QUEUE_NAME
 from ..urls import redact
-from .groupcommit import GroupCommit
 from .events import SqlEventLog
+from .groupcommit import GroupCommit
 from .pgconn import (
     COPY_MIN,
     CommitUnknown,
