@@ -6,8 +6,9 @@ One table ``events(id, queue, ts, body)`` per database (SQLite) or schema and pr
 newest (a primary-key range). A reader remembers the last id it returned and reads
 ``id > cursor`` of its queue through the ``(queue, id)`` index.
 
-Wake-ups: SQLite rings a doorbell of its own (``<db>.events.bell/``, see
-:mod:`.doorbell`); PostgreSQL sends ``NOTIFY`` with the queue name on the commit of the
+Wake-ups: SQLite rings the file's doorbell (:mod:`.doorbell`; each reader binds a
+socket of its own there, and a ring for jobs wakes it too: a hint, it reads again);
+PostgreSQL sends ``NOTIFY`` with the queue name on the commit of the
 insert, read by one LISTEN connection per backend (:class:`.pgconn.Listener`) that
 reconnects by itself. Readers fetch rows by cursor, never from the notification, so a
 dropped connection loses nothing the ring still holds: after a reconnect every reader
@@ -40,10 +41,11 @@ class SqlEventLog:
     """The events table of one SQL backend (``backend``: its transactions and unit runner)."""
 
     def __init__(self, backend: Any, table: str, index: str, postgres: bool, channel: str = "",
-                 listener: Any = None, bell_path: str = "") -> None:  # fmt: skip
+                 listener: Any = None, bell: Doorbell | None = None) -> None:  # fmt: skip
         self.b, self.t, self.index, self.pg = backend, table, index, postgres
-        self.channel, self.listener, self.bell_path = channel, listener, bell_path
-        self._bell: Doorbell | None = Doorbell(bell_path) if bell_path else None
+        self.channel, self.listener = channel, listener
+        self._bell = bell  # SQLite: the file's doorbell (rung for jobs and events alike)
+        self.bell_path = "" if bell is None else bell.dir[: -len(".bell")]
         self._ready = False
         self._lock = threading.Lock()
         self._publishes = 0
@@ -132,11 +134,6 @@ class SqlEventLog:
 
         result: list[tuple[int, bytes]] = self.b._run_unit(read, idempotent=True)
         return result
-
-    def close(self) -> None:
-        if self._bell is not None:
-            self._bell.close()
-            self._bell = None
 
 
 class SqlEventReader:

@@ -170,7 +170,7 @@ class SQLiteBackend(SqlBackend):
         self._conns_lock = threading.Lock()
         self._bell = Doorbell(self.path)
         self._events = SqlEventLog(self, "events", "events_queue_id", postgres=False,
-                                   bell_path=self.path + ".events")  # fmt: skip
+                                   bell=self._bell)  # fmt: skip
         self.publish_events = self._events.publish_events
         self.event_reader = self._events.event_reader
         self._checkpointer = _Checkpointer(self.path)
@@ -296,5 +296,4 @@ class SQLiteBackend(SqlBackend):
             except apsw.Error:
                 pass
         self._bell.close()
-        self._events.close()
         self._checkpointer.close()
