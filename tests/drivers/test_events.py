@@ -58,7 +58,11 @@ def worker_proc(shared: Any, request: pytest.FixtureRequest) -> Iterator[Callabl
     for p in procs:
         assert p.stdin is not None
         p.stdin.close()
-        p.wait(30)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def until(pred: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -103,11 +107,14 @@ def test_progress_and_log_visible_while_the_job_runs(shared: Any, worker_proc: A
         worker_proc("live")
         progress = next(e for e in events.stream(timeout=20) if e.kind is EventKind.PROGRESS)
     assert progress.job_id == job.id and progress.data["progress"] == 50
-    running = q.get_job(job.id)
-    assert running is not None and running.state is bunq.JobState.ACTIVE
-    assert running.progress == 50
-    assert q.get_logs(job.id) == [f"working on {job.id}"]
-    shared.kv_put("release", job.id, b"1")
+    try:
+        running = q.get_job(job.id)
+        assert running is not None and running.state is bunq.JobState.ACTIVE
+        assert running.progress == 50
+        until(lambda: q.get_logs(job.id) == [f"working on {job.id}"])  # written after progress
+        assert q.get_state(job.id) is bunq.JobState.ACTIVE
+    finally:
+        shared.kv_put("release", job.id, b"1")
     assert q.wait(job.id, 20) == {"double": 2}
 
 
