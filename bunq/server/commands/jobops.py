@@ -62,18 +62,20 @@ async def _apply(ctx: ServerContext, name: str, job_id: str, *args: Any) -> dict
 async def cancel(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``{id}``: remove a job that is not active (bunqueue's Queue.remove; a ``removed``
     event names the state it left); an active job is asked to stop: its bunq worker sees
-    the request (``ctx.cancelled``) and settles it as cancelled (docs/events.md)."""
+    the request (``ctx.cancelled``) and settles it as cancelled (docs/events.md).
+    ``removeOnly: true`` (bunq's ``remove_job``) refuses an active job (``job_state``)."""
     job_id = _id(msg)
     ops = _ops(ctx.backend)
     job = await ctx.run(ctx.backend.get_job, job_id)
-    if job is not None and job.state is JobState.ACTIVE:
+    only = msg.get("removeOnly") is True
+    if job is not None and job.state is JobState.ACTIVE and not only:
         await ctx.run(request_cancel, ctx.backend, job)
         return {}
     try:
         removed = await ctx.run(ops.remove_job, job_id)
-    except JobStateError:  # leased meanwhile
+    except JobStateError:  # active (or leased meanwhile)
         job = await ctx.run(ctx.backend.get_job, job_id)
-        if job is None or job.state is not JobState.ACTIVE:
+        if only or job is None or job.state is not JobState.ACTIVE:
             raise
         await ctx.run(request_cancel, ctx.backend, job)
         return {}
