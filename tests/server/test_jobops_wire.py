@@ -19,8 +19,7 @@ def state(c: Raw, job_id: str) -> str:
     return str(c.call({"cmd": "GetState", "id": job_id})["state"])
 
 
-def test_cancel_removes_waiting_jobs_and_asks_active_ones_to_stop(server: Any,
-                                                                   served: Any) -> None:
+def test_cancel_removes_waiting_jobs_and_asks_active_ones_to_stop(server: Any, served: Any) -> None:
     c = Raw(server.port)
     waiting = push(c)
     assert c.call({"cmd": "Cancel", "id": waiting})["ok"] is True

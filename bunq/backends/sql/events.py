@@ -94,8 +94,11 @@ class SqlEventLog:
                     tx.sql(
                         f"INSERT INTO {self.t} (queue, ts, body) SELECT * FROM unnest("
                         "%(q)s::text[], %(t)s::bigint[], %(b)s::bytea[])",
-                        {"q": [r[0] for r in rows], "t": [r[1] for r in rows],
-                         "b": [r[2] for r in rows]},  # fmt: skip
+                        {
+                            "q": [r[0] for r in rows],
+                            "t": [r[1] for r in rows],
+                            "b": [r[2] for r in rows],
+                        },  # fmt: skip
                     )
                     for q in queues:
                         tx.raw(f"NOTIFY {self.channel}, '{q}'")
