@@ -69,23 +69,8 @@ class JobEvent:
     ts: int
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_blob(self) -> bytes:
-        """Encode for an event log; a value that cannot be encoded is left out."""
-        try:
-            return pack([self.kind.value, self.job_id, self.ts, self.data], "event")
-        except ValidationError:
-            data = {k: v for k, v in self.data.items() if k != "result"}
-            return pack([self.kind.value, self.job_id, self.ts, data], "event")
-
-    @classmethod
-    def from_blob(cls, queue: str, blob: bytes) -> JobEvent | None:
-        """Decode an event of ``queue``; None for one this version does not know."""
-        try:
-            kind, job_id, ts, data = unpack(blob)
-        except (ValidationError, ValueError, TypeError):
-            return None
-        k = _KINDS.get(kind)
-        return None if k is None else cls(k, queue, str(job_id), int(ts), dict(data or {}))
+    def row(self) -> list[Any]:
+        return [self.kind.value, self.job_id, self.ts, self.data]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{event, queue, job_id, ts, **data}``."""
@@ -93,10 +78,56 @@ class JobEvent:
                 "ts": self.ts, **self.data}  # fmt: skip
 
 
+def pack_events(events: Sequence[JobEvent]) -> bytes:
+    """Encode events of one queue as one record (an event log stores a batch per row);
+    a value that cannot be encoded (a result) is left out."""
+    try:
+        return pack([e.row() for e in events], "event")
+    except ValidationError:
+        return pack([e.row() for e in (_encodable(e) for e in events)], "event")
+
+
+def _encodable(e: JobEvent) -> JobEvent:
+    try:
+        pack(e.data, "event")
+        return e
+    except ValidationError:
+        return JobEvent(e.kind, e.queue, e.job_id, e.ts,
+                        {k: v for k, v in e.data.items() if k != "result"})  # fmt: skip
+
+
+def unpack_events(queue: str, blob: bytes) -> list[JobEvent]:
+    """Decode a record of :func:`pack_events` (kinds this version does not know are skipped)."""
+    try:
+        rows = unpack(blob)
+    except (ValidationError, ValueError, TypeError):
+        return []
+    out = []
+    for r in rows if isinstance(rows, list) else ():
+        try:
+            kind, job_id, ts, data = r
+        except (TypeError, ValueError):
+            continue
+        k = _KINDS.get(kind)
+        if k is not None:
+            out.append(JobEvent(k, queue, str(job_id), int(ts), dict(data or {})))
+    return out
+
+
+def by_queue(events: Sequence[JobEvent]) -> dict[str, list[JobEvent]]:
+    out: dict[str, list[JobEvent]] = {}
+    for e in events:
+        out.setdefault(e.queue, []).append(e)
+    return out
+
+
 def added_events(jobs: Sequence[Job], now: int) -> list[JobEvent]:
-    """``added`` then ``waiting`` or ``delayed`` for each job an add stored."""
+    """``added`` then ``waiting`` or ``delayed`` for each job an add stored at ``now`` or
+    later (a live job returned for its custom id or unique key is no event)."""
     out = []
     for j in jobs:
+        if j.created_at < now:
+            continue
         out.append(JobEvent(EventKind.ADDED, j.queue, j.id, now, {"name": j.name}))
         if j.state is JobState.DELAYED:
             out.append(JobEvent(EventKind.DELAYED, j.queue, j.id, now,

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..errors import BunqError
@@ -118,7 +119,96 @@ def publish(backend: Backend, events: Sequence[JobEvent]) -> None:
     (the change they describe is already made: readers of state still see it)."""
     if not events or Capability.EVENTS not in backend.capabilities:
         return
+    own = getattr(backend, "own_events", None)  # recorded by the backend itself
+    if own:
+        events = [e for e in events if e.kind not in own]
+        if not events:
+            return
     try:
         backend.publish_events(events)  # type: ignore[attr-defined]
     except BunqError as exc:
         log.warning("events not published: %s", exc, extra={"events": len(events)})
+
+
+class EventWriter:
+    """Publication off the hot path: ``publish_events`` appends to a buffer that one thread
+    writes with ``write(batch)``, a batch per write (what arrived while the last one was
+    written, gathered for at most ``gather_ms``).
+
+    An event therefore reaches readers a few ms after the change it describes, and the
+    events of the last moments before a crash can be lost (the changes themselves are
+    not: ``wait()`` reads the job's state). At most ``bound`` events wait; past that
+    (the store is unreachable) the oldest are dropped, logged.
+    """
+
+    def __init__(self, write: Callable[[list[JobEvent]], None], name: str,
+                 gather_ms: int = 5, bound: int = EVENT_RING) -> None:  # fmt: skip
+        self.write, self.name, self.gather_ms, self.bound = write, name, gather_ms, bound
+        self.cond = threading.Condition()
+        self.buf: list[JobEvent] = []
+        self.busy = False  # a batch is being written
+        self.closed = False
+        self.dropped = 0
+        self._thread: threading.Thread | None = None
+
+    def publish_events(self, events: Sequence[JobEvent]) -> None:
+        if not events:
+            return
+        with self.cond:
+            if self.closed:
+                return
+            self.buf.extend(events)
+            if len(self.buf) > self.bound:
+                n = len(self.buf) - self.bound
+                del self.buf[:n]
+                self.dropped += n
+                log.warning("events dropped: the store is not taking them", extra={"n": n})
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+            self.cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                self.cond.wait_for(lambda: bool(self.buf) or self.closed)
+                if not self.buf and self.closed:
+                    return
+            time.sleep(self.gather_ms / 1000)  # let a burst gather into one write
+            self._write_once()
+
+    def _write_once(self) -> None:
+        with self.cond:
+            batch, self.buf = self.buf, []
+            self.busy = bool(batch)
+        try:
+            if batch:
+                self.write(batch)
+        except BunqError as exc:
+            log.warning("events not written (%s); retrying", exc)
+            with self.cond:
+                self.buf[:0] = batch  # first in line again
+            time.sleep(0.1)
+        except Exception:  # a bug must not stop the thread: drop the batch, say so
+            log.exception("events not written (dropped %d)", len(batch))
+        finally:
+            with self.cond:
+                self.busy = False
+                self.cond.notify_all()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything published so far is written (False: timed out)."""
+        with self.cond:
+            if self._thread is None:
+                return True
+            self.cond.notify_all()
+            return self.cond.wait_for(lambda: not self.buf and not self.busy, timeout)
+
+    def close(self) -> None:
+        """Write what is buffered, then stop the thread. Idempotent."""
+        self.flush()
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(5)

@@ -134,6 +134,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         return self.clock()
 
     def close(self) -> None:
+        self._events.close()  # writes the events still buffered
         for conn in list(self._conns):
             conn.disconnect()
         self._r.close()

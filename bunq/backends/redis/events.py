@@ -1,9 +1,11 @@
 """Job events on Redis (``Capability.EVENTS``): one capped stream per queue.
 
-``XADD {prefix:queue}:events MAXLEN ~ EVENT_RING`` per event (one pipeline per batch,
-in the queue's slot); a reader remembers the stream id it read last and blocks in
-``XREAD``. Stream ids survive a reconnect, so a reader that lost its connection reads
-on from its id: nothing the capped stream still holds is lost.
+``XADD {prefix:queue}:events MAXLEN ~ EVENT_RING`` per batch of a queue's events,
+written behind by an
+:class:`~bunq.backends.eventlog.EventWriter` (one pipeline per batch); a reader
+remembers the stream id it read last and blocks in ``XREAD``. Stream ids survive a
+reconnect, so a reader that lost its connection reads on from its id: nothing the capped
+stream still holds is lost.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...jobevents import JobEvent
-from ..eventlog import EVENT_RING, READ_BATCH
+from ...jobevents import JobEvent, by_queue, pack_events, unpack_events
+from ..eventlog import EVENT_RING, READ_BATCH, EventWriter
 from .errors import translated
 from .keys import Keys
 
@@ -24,15 +26,19 @@ def stream(keys: Keys, queue: str) -> str:
 class RedisEventLog:
     def __init__(self, client: Any, keys: Keys) -> None:
         self.r, self.keys = client, keys
+        self._writer = EventWriter(self._write, "bunq-redis-events")
+        self.publish_events = self._writer.publish_events
+        self.flush_events = self._writer.flush
 
-    def publish_events(self, events: Sequence[JobEvent]) -> None:
-        if not events:
-            return
+    def close(self) -> None:
+        self._writer.close()
+
+    def _write(self, events: Sequence[JobEvent]) -> None:
         with translated("events"):
             pipe = self.r.pipeline(transaction=False)
-            for ev in events:
-                pipe.xadd(stream(self.keys, ev.queue), {b"e": ev.to_blob()},
-                          maxlen=EVENT_RING, approximate=True)  # fmt: skip
+            for q, evs in by_queue(events).items():  # one entry per queue and batch
+                pipe.xadd(stream(self.keys, q), {b"e": pack_events(evs)}, maxlen=EVENT_RING,
+                          approximate=True)  # fmt: skip
             pipe.execute()
 
     def event_reader(self, queue: str) -> RedisEventReader:
@@ -54,9 +60,7 @@ class RedisEventReader:
         for _, entries in got or ():
             for sid, fields in entries:
                 self.after = sid
-                ev = JobEvent.from_blob(self.queue, fields.get(b"e", b""))
-                if ev is not None:
-                    out.append(ev)
+                out.extend(unpack_events(self.queue, fields.get(b"e", b"")))
         return out
 
     def close(self) -> None:

@@ -1,7 +1,10 @@
 """Job events on SQL (``Capability.EVENTS``): an events table that is a bounded ring.
 
-One table ``events(id, queue, ts, body)`` per database (SQLite) or schema and prefix
-(PostgreSQL); a publish inserts the batch in one statement and, every
+One table ``events(id, queue, ts, body)`` — a row holds the events of one queue that
+one transaction or write made, encoded together — per database (SQLite) or schema and prefix
+(PostgreSQL); publications are written behind by an
+:class:`~bunq.backends.eventlog.EventWriter` (off the hot path: a batch per write), each
+batch in one statement and, every
 ``TRIM_EVERY`` publishes, deletes what lies more than ``EVENT_RING`` ids behind the
 newest (a primary-key range). A reader remembers the last id it returned and reads
 ``id > cursor`` of its queue through the ``(queue, id)`` index.
@@ -28,10 +31,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...jobevents import JobEvent
-from ..eventlog import EVENT_RING, READ_BATCH
+from ...jobevents import EventKind, JobEvent, by_queue, pack_events, unpack_events
+from ..eventlog import EVENT_RING, READ_BATCH, EventWriter
 from .doorbell import Doorbell
 
+# What SQLite records in the transaction of the change itself (the drivers publish the rest)
+TX_EVENTS = frozenset({EventKind.ADDED, EventKind.WAITING, EventKind.DELAYED, EventKind.ACTIVE,
+                       EventKind.COMPLETED, EventKind.FAILED, EventKind.RETRIED,
+                       EventKind.CANCELLED})  # fmt: skip
 TRIM_EVERY = 200  # publishes between trims of the ring
 SETTLE_S = 2.0  # PostgreSQL: how long a reader keeps re-reading ids it has seen
 RECENT_MAX = 4 * READ_BATCH  # PostgreSQL: most ids a reader re-reads
@@ -51,40 +58,65 @@ class SqlEventLog:
         self._publishes = 0
         p = "%({})s" if postgres else ":{}"
         self.p = p.format
+        self._writer = EventWriter(self._write, "bunq-sql-events")
+        self.publish_events = self._writer.publish_events
+        self.flush_events = self._writer.flush
 
     # -- schema --------------------------------------------------------------------------
+    def _ddl(self) -> list[str]:
+        key = "BIGSERIAL" if self.pg else "INTEGER"
+        blob = "BYTEA" if self.pg else "BLOB"
+        auto = "" if self.pg else " AUTOINCREMENT"
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.t} (id {key} PRIMARY KEY{auto},"
+            f" queue TEXT NOT NULL, ts BIGINT NOT NULL, body {blob} NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {self.index} ON {self.t} (queue, id)",
+        ]
+
     def _ensure(self) -> None:
+        """Create the table (once per backend object; SQLite: when the backend opens)."""
         if self._ready:
             return
         with self._lock:
             if self._ready:
                 return
-            key = "BIGSERIAL" if self.pg else "INTEGER"
-            blob = "BYTEA" if self.pg else "BLOB"
-            auto = "" if self.pg else " AUTOINCREMENT"
-            stmts = [
-                f"CREATE TABLE IF NOT EXISTS {self.t} (id {key} PRIMARY KEY{auto},"
-                f" queue TEXT NOT NULL, ts BIGINT NOT NULL, body {blob} NOT NULL)",
-                f"CREATE INDEX IF NOT EXISTS {self.index} ON {self.t} (queue, id)",
-            ]
 
             def create() -> None:
                 with self.b._begin() as tx:
                     if self.pg:  # two brokers creating at once: serialise on a lock key
                         tx.sql("SELECT pg_advisory_xact_lock(hashtext(%(k)s))", {"k": self.t})
-                    for s in stmts:
+                    for s in self._ddl():
                         tx.sql(s, {})
 
             self.b._run_unit(create, idempotent=True)
             self._ready = True
 
-    # -- writing -------------------------------------------------------------------------
-    def publish_events(self, events: Sequence[JobEvent]) -> None:
+    # -- writing in the change's transaction (SQLite) ------------------------------------
+    def write_in(self, tx: Any, events: list[JobEvent]) -> None:
+        """Insert ``events`` in ``tx`` (the transaction of the change they describe)."""
         if not events:
             return
+        tx.cur.executemany(f"INSERT INTO {self.t} (queue, ts, body) VALUES (?, ?, ?)",
+                           self._rows(events))  # fmt: skip
+        self._publishes += 1
+        if self._publishes % TRIM_EVERY == 0:
+            tx.sql(f"DELETE FROM {self.t} WHERE id <= (SELECT MAX(id) FROM {self.t})"
+                   f" - {int(EVENT_RING)}", {})  # fmt: skip
+
+    @staticmethod
+    def _rows(events: Sequence[JobEvent]) -> list[tuple[str, int, bytes]]:
+        """One row per queue: its events of the batch, encoded together."""
+        return [(q, evs[-1].ts, pack_events(evs)) for q, evs in by_queue(events).items()]
+
+    def ring(self) -> None:
+        if self._bell is not None:
+            self._bell.ring()
+
+    # -- writing (from the EventWriter's thread) ----------------------------------------
+    def _write(self, events: Sequence[JobEvent]) -> None:
         self._ensure()
-        rows = [(ev.queue, ev.ts, ev.to_blob()) for ev in events]
-        queues = sorted({ev.queue for ev in events})
+        rows = self._rows(events)
+        queues = sorted({r[0] for r in rows})
         self._publishes += 1
         trim = self._publishes % TRIM_EVERY == 0
 
@@ -103,9 +135,8 @@ class SqlEventLog:
                     for q in queues:
                         tx.raw(f"NOTIFY {self.channel}, '{q}'")
                 else:
-                    for q, ts, body in rows:
-                        tx.sql(f"INSERT INTO {self.t} (queue, ts, body) VALUES (:q, :t, :b)",
-                               {"q": q, "t": ts, "b": body})  # fmt: skip
+                    tx.cur.executemany(f"INSERT INTO {self.t} (queue, ts, body) VALUES (?, ?, ?)",
+                                       rows)  # fmt: skip
                 if trim:
                     tx.sql(f"DELETE FROM {self.t} WHERE id <= (SELECT MAX(id) FROM {self.t})"
                            f" - {int(EVENT_RING)}", {})  # fmt: skip
@@ -137,6 +168,9 @@ class SqlEventLog:
 
         result: list[tuple[int, bytes]] = self.b._run_unit(read, idempotent=True)
         return result
+
+    def close(self) -> None:
+        self._writer.close()
 
 
 class SqlEventReader:
@@ -184,12 +218,7 @@ class SqlEventReader:
         return self._decode(fresh)
 
     def _decode(self, rows: list[tuple[int, bytes]]) -> list[JobEvent]:
-        out = []
-        for _, body in rows:
-            ev = JobEvent.from_blob(self.queue, body)
-            if ev is not None:
-                out.append(ev)
-        return out
+        return [ev for _, body in rows for ev in unpack_events(self.queue, body)]
 
     def close(self) -> None:
         if self.bell is not None:

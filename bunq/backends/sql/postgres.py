@@ -353,6 +353,7 @@ class PostgresBackend(SqlBackend):
         """Stop the listener and close every pooled connection."""
         if self._closed:
             return
+        self._events.close()  # writes the events still buffered
         self._closed = True
         for lst in (self._listener, self._events.listener):
             lst.stop.set()
