@@ -122,11 +122,11 @@ def by_queue(events: Sequence[JobEvent]) -> dict[str, list[JobEvent]]:
 
 
 def added_events(jobs: Sequence[Job], now: int) -> list[JobEvent]:
-    """``added`` then ``waiting`` or ``delayed`` for each job an add stored at ``now`` or
-    later (a live job returned for its custom id or unique key is no event)."""
+    """``added`` then ``waiting`` or ``delayed`` for each job an add that started at
+    ``now`` stored (a live job it returned for its custom id or unique key is no event)."""
     out = []
     for j in jobs:
-        if j.created_at < now:
+        if j.created_at < now and (j.opts.job_id is not None or j.opts.unique_key is not None):
             continue
         out.append(JobEvent(EventKind.ADDED, j.queue, j.id, now, {"name": j.name}))
         if j.state is JobState.DELAYED:

@@ -9,7 +9,7 @@ from typing import Any
 from . import validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
-from .backends.eventlog import publish
+from .backends.eventlog import publish, wants
 from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
 from .execution.context import request_cancel
 from .job import (
@@ -107,8 +107,12 @@ class Queue:
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
-        jobs = self.backend.add([new_job(self.name, name, data, opts)])
-        publish(self.backend, added_events(jobs, self.backend.clock()))
+        job = new_job(self.name, name, data, opts)
+        if not wants(self.backend, EventKind.ADDED):
+            return self.backend.add([job])[0]
+        since = self.backend.clock()
+        jobs = self.backend.add([job])
+        publish(self.backend, added_events(jobs, since))
         return jobs[0]
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
@@ -128,8 +132,11 @@ class Queue:
             if not isinstance(opts, Mapping):
                 raise ValidationError("bulk item opts must be a mapping")
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
+        if not wants(self.backend, EventKind.ADDED):
+            return self.backend.add(batch)
+        since = self.backend.clock()
         added = self.backend.add(batch)
-        publish(self.backend, added_events(added, self.backend.clock()))
+        publish(self.backend, added_events(added, since))
         return added
 
     # -- reading -----------------------------------------------------------------------

@@ -26,7 +26,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from .backends.sqs import SQSBackend, apply_decision, prepare_record
-from .execution import Handler, Outcome, decision_for, describe, log_failure, run_sync
+from .execution import (
+    Handler,
+    JobContext,
+    Outcome,
+    decision_for,
+    describe,
+    log_failure,
+    run_sync,
+    takes_context,
+)
 from .job import Job, Settle
 
 __all__ = ["run_record", "settle_record"]
@@ -53,4 +62,6 @@ def run_record(backend: SQSBackend, record: Mapping[str, Any], handler: Handler)
     prepared = prepare_record(backend, record)
     if prepared.job is None:
         return prepared.report
-    return settle_record(backend, record, prepared.job, run_sync(handler, prepared.job))
+    job = prepared.job
+    ctx = JobContext(job, None) if takes_context(handler) else None  # no lease: SQS owns it
+    return settle_record(backend, record, job, run_sync(handler, job, None, ctx, ctx is not None))

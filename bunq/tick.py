@@ -21,12 +21,12 @@ from typing import Any, Literal, TypeVar
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
-from .backends.eventlog import publish
+from .backends.eventlog import publish, wants
 from .errors import BackendError, BunqError, ConfigError
 from .execution import Executor, Handler, JobContext, Outcome, give_back, settle_batch
 from .execution.keepalive import Keepalive
 from .job import Job, JobState, Lease, Settle
-from .jobevents import active_events
+from .jobevents import EventKind, active_events
 
 log = logging.getLogger("bunq.tick")
 T = TypeVar("T")
@@ -172,7 +172,7 @@ class _Tick:
         n = min(self._chunk(self.clock()), remaining)
         leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
         self.n["leased"] += len(leases)
-        if leases:
+        if leases and wants(self.backend, EventKind.ACTIVE):
             publish(self.backend, active_events(leases, self.backend.clock()))
         self.dry = len(leases) < n
         self.pending.extend(leases)

@@ -22,7 +22,7 @@ from typing import Any
 
 from .backends import resolve
 from .backends.base import Backend, Capability, check_queue_name
-from .backends.eventlog import publish
+from .backends.eventlog import publish, wants
 from .errors import BackendError, ConfigError
 from .execution import (
     CANCEL_POLL_S,
@@ -38,7 +38,7 @@ from .execution import (
     settle_failure,
 )
 from .job import Lease, Settle
-from .jobevents import active_events
+from .jobevents import EventKind, active_events
 from .validate import MAX_DURATION_MS, duration, integer, text
 
 log = logging.getLogger("bunq.worker")
@@ -182,7 +182,7 @@ class Worker:
                 self._held.leases[lease.id] = lease
                 self._held.contexts[lease.id] = JobContext(lease.job, self.backend, lease,
                                                            self.lease_ms)  # fmt: skip
-        if leases:
+        if leases and wants(self.backend, EventKind.ACTIVE):
             publish(self.backend, active_events(leases, self.backend.clock()))
         return leases
 

@@ -26,12 +26,16 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..errors import BunqError
-from ..jobevents import JobEvent
+from ..jobevents import EventKind, JobEvent
 from .base import Backend, Capability, require
 
 log = logging.getLogger("bunq.events")
 EVENT_RING = 10_000  # events kept per log (memory: per queue)
 READ_BATCH = 1000  # most events one read returns
+LISTEN_NS = "events:listening"  # kv records: queue -> until when someone reads its events
+LISTEN_TTL_MS = 60_000  # a reader's registration lasts this long...
+LISTEN_REFRESH_S = 20.0  # ...and is renewed this often while it reads
+LISTEN_CACHE_S = 1.0  # how long a publisher trusts what it read about a queue's readers
 
 
 class EventReader(Protocol):
@@ -55,6 +59,47 @@ def event_log(backend: Backend) -> EventLog:
     """The backend as an :class:`EventLog`; UnsupportedError without ``Capability.EVENTS``."""
     require(backend, Capability.EVENTS)
     return backend  # type: ignore[return-value]
+
+
+def register_reader(backend: Backend, queue: str) -> None:
+    """Say that someone reads ``queue``'s events (shared stores record events of a queue
+    only while someone does: no cost when nobody listens). Call before taking a cursor."""
+    until = backend.clock() + LISTEN_TTL_MS
+    backend.kv_put(LISTEN_NS, queue, str(until).encode())
+
+
+def is_listened(value: bytes | None, now: int) -> bool:
+    try:
+        return value is not None and int(value) > now
+    except ValueError:
+        return False
+
+
+class ListenCache:
+    """Whether a queue has readers, as a publisher outside a transaction sees it: read from
+    the kv records, trusted for ``LISTEN_CACHE_S``."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.seen: dict[str, tuple[float, bool]] = {}
+
+    def __call__(self, queue: str) -> bool:
+        now = time.monotonic()
+        got = self.seen.get(queue)
+        if got is not None and now - got[0] < LISTEN_CACHE_S:
+            return got[1]
+        try:
+            yes = is_listened(self.backend.kv_get(LISTEN_NS, queue), self.backend.clock())
+        except BunqError:
+            yes = True  # unknown: publish (the write itself may fail and is logged)
+        if len(self.seen) > 10_000:
+            self.seen.clear()
+        self.seen[queue] = (now, yes)
+        return yes
+
+    def forget(self, queue: str) -> None:
+        """A reader of ``queue`` registered in this process: read again next time."""
+        self.seen.pop(queue, None)
 
 
 class MemoryEventLog:
@@ -114,6 +159,14 @@ class _MemoryReader:
         pass
 
 
+def wants(backend: Backend, kind: EventKind) -> bool:
+    """Whether drivers should build and publish events of ``kind`` for ``backend`` (it
+    keeps events, and does not record that kind itself: ``own_events``)."""
+    return Capability.EVENTS in backend.capabilities and kind not in getattr(
+        backend, "own_events", ()
+    )
+
+
 def publish(backend: Backend, events: Sequence[JobEvent]) -> None:
     """Publish ``events`` if the backend keeps events; a failure is logged, never raised
     (the change they describe is already made: readers of state still see it)."""
@@ -142,8 +195,10 @@ class EventWriter:
     """
 
     def __init__(self, write: Callable[[list[JobEvent]], None], name: str,
-                 gather_ms: int = 5, bound: int = EVENT_RING) -> None:  # fmt: skip
+                 listened: Callable[[str], bool] | None = None, gather_ms: int = 5,
+                 bound: int = EVENT_RING) -> None:  # fmt: skip
         self.write, self.name, self.gather_ms, self.bound = write, name, gather_ms, bound
+        self.listened = listened
         self.cond = threading.Condition()
         self.buf: list[JobEvent] = []
         self.busy = False  # a batch is being written
@@ -152,6 +207,8 @@ class EventWriter:
         self._thread: threading.Thread | None = None
 
     def publish_events(self, events: Sequence[JobEvent]) -> None:
+        if self.listened is not None:  # nobody reads a queue: its events are not written
+            events = [e for e in events if self.listened(e.queue)]
         if not events:
             return
         with self.cond:

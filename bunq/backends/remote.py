@@ -28,7 +28,7 @@ from ..batching import Batcher, Slot
 from ..client_link import Link
 from ..errors import BunqError, ConfigError, ValidationError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
-from ..jobevents import JobEvent
+from ..jobevents import EventKind, JobEvent
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..validate import page
@@ -175,6 +175,8 @@ class RemoteBackend:
         ]
 
     # -- job events (the server publishes what it performs: bunq.backends.remote_events) ---
+    own_events = frozenset(EventKind)  # drivers publish nothing over bunq://
+
     def publish_events(self, events: Sequence[JobEvent]) -> None:
         """Nothing to send: the server publishes every change it makes itself."""
 

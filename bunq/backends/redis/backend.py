@@ -113,7 +113,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         self._known_at = time.monotonic()
         self._local = threading.local()
         self._conns: weakref.WeakSet[Any] = weakref.WeakSet()  # per-thread connections
-        self._events = RedisEventLog(self._r, self.keys)  # job events: a stream per queue
+        self._events = RedisEventLog(self, self._r, self.keys)  # job events: a stream per queue
         self.publish_events = self._events.publish_events
         self.event_reader = self._events.event_reader
         with translated("connect"):

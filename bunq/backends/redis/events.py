@@ -10,11 +10,19 @@ stream still holds is lost.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from ...jobevents import JobEvent, by_queue, pack_events, unpack_events
-from ..eventlog import EVENT_RING, READ_BATCH, EventWriter
+from ..eventlog import (
+    EVENT_RING,
+    LISTEN_REFRESH_S,
+    READ_BATCH,
+    EventWriter,
+    ListenCache,
+    register_reader,
+)
 from .errors import translated
 from .keys import Keys
 
@@ -24,9 +32,10 @@ def stream(keys: Keys, queue: str) -> str:
 
 
 class RedisEventLog:
-    def __init__(self, client: Any, keys: Keys) -> None:
-        self.r, self.keys = client, keys
-        self._writer = EventWriter(self._write, "bunq-redis-events")
+    def __init__(self, backend: Any, client: Any, keys: Keys) -> None:
+        self.b, self.r, self.keys = backend, client, keys
+        self._listened = ListenCache(backend)
+        self._writer = EventWriter(self._write, "bunq-redis-events", self._listened)
         self.publish_events = self._writer.publish_events
         self.flush_events = self._writer.flush
 
@@ -43,16 +52,23 @@ class RedisEventLog:
 
     def event_reader(self, queue: str) -> RedisEventReader:
         key = stream(self.keys, queue)
+        register_reader(self.b, queue)  # before the cursor
+        self._listened.forget(queue)
         with translated("events"):
             last = self.r.xrevrange(key, count=1)
-        return RedisEventReader(self.r, queue, key, last[0][0] if last else b"0-0")
+        return RedisEventReader(self.b, queue, key, last[0][0] if last else b"0-0")
 
 
 class RedisEventReader:
-    def __init__(self, client: Any, queue: str, key: str, after: bytes) -> None:
-        self.r, self.queue, self.key, self.after, self.missed = client, queue, key, after, 0
+    def __init__(self, backend: Any, queue: str, key: str, after: bytes) -> None:
+        self.b, self.r, self.queue, self.key = backend, backend._r, queue, key
+        self.after, self.missed = after, 0
+        self.registered = time.monotonic()
 
     def read(self, timeout_ms: int) -> list[JobEvent]:
+        if time.monotonic() - self.registered > LISTEN_REFRESH_S:
+            register_reader(self.b, self.queue)
+            self.registered = time.monotonic()
         block = max(int(timeout_ms), 1)
         with translated("events"):
             got = self.r.xread({self.key: self.after}, count=READ_BATCH, block=block)

@@ -32,7 +32,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...jobevents import EventKind, JobEvent, by_queue, pack_events, unpack_events
-from ..eventlog import EVENT_RING, READ_BATCH, EventWriter
+from ..eventlog import (
+    EVENT_RING,
+    LISTEN_NS,
+    LISTEN_REFRESH_S,
+    READ_BATCH,
+    EventWriter,
+    ListenCache,
+    is_listened,
+    register_reader,
+)
 from .doorbell import Doorbell
 
 # What SQLite records in the transaction of the change itself (the drivers publish the rest)
@@ -58,7 +67,8 @@ class SqlEventLog:
         self._publishes = 0
         p = "%({})s" if postgres else ":{}"
         self.p = p.format
-        self._writer = EventWriter(self._write, "bunq-sql-events")
+        self._listened = ListenCache(backend)
+        self._writer = EventWriter(self._write, "bunq-sql-events", self._listened)
         self.publish_events = self._writer.publish_events
         self.flush_events = self._writer.flush
 
@@ -96,6 +106,13 @@ class SqlEventLog:
         """Insert ``events`` in ``tx`` (the transaction of the change they describe)."""
         if not events:
             return
+        now = self.b.clock()
+        queues = {e.queue for e in events}
+        heard = {q for q in queues if is_listened(_one(tx.q("kv_get", ns=LISTEN_NS, key=q)), now)}
+        if not heard:  # nobody reads these queues: nothing to write
+            return
+        if heard != queues:
+            events = [e for e in events if e.queue in heard]
         tx.cur.executemany(f"INSERT INTO {self.t} (queue, ts, body) VALUES (?, ?, ?)",
                            self._rows(events))  # fmt: skip
         self._publishes += 1
@@ -148,6 +165,8 @@ class SqlEventLog:
     # -- reading -------------------------------------------------------------------------
     def event_reader(self, queue: str) -> SqlEventReader:
         self._ensure()
+        register_reader(self.b, queue)  # before the cursor: every later change sees it
+        self._listened.forget(queue)
 
         def tail() -> int:
             with self.b._read() as tx:
@@ -179,10 +198,14 @@ class SqlEventReader:
     def __init__(self, log: SqlEventLog, queue: str, after: int) -> None:
         self.log, self.queue, self.floor, self.missed = log, queue, after, 0
         self.recent: dict[int, float] = {}  # PostgreSQL: id -> when first returned
+        self.registered = time.monotonic()
         self.bell = Doorbell(log.bell_path) if log.bell_path else None
 
     def read(self, timeout_ms: int) -> list[JobEvent]:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        if deadline - self.registered > LISTEN_REFRESH_S:
+            register_reader(self.log.b, self.queue)
+            self.registered = time.monotonic()
         while True:
             out = self._poll()
             left = deadline - time.monotonic()
@@ -224,3 +247,7 @@ class SqlEventReader:
         if self.bell is not None:
             self.bell.close()
             self.bell = None
+
+
+def _one(rows: list[tuple[Any, ...]]) -> bytes | None:
+    return bytes(rows[0][0]) if rows else None
