@@ -229,7 +229,7 @@ class EventWriter:
         while True:
             with self.cond:
                 self.cond.wait_for(lambda: bool(self.buf) or self.closed)
-                if not self.buf and self.closed:
+                if self.closed:  # close() flushed what it could; the rest is dropped
                     return
             time.sleep(self.gather_ms / 1000)  # let a burst gather into one write
             self._write_once()
