@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...jobevents import EventKind, JobEvent, by_queue, pack_events, unpack_events
@@ -102,17 +102,17 @@ class SqlEventLog:
             self._ready = True
 
     # -- writing in the change's transaction (SQLite) ------------------------------------
-    def write_in(self, tx: Any, events: list[JobEvent]) -> None:
-        """Insert ``events`` in ``tx`` (the transaction of the change they describe)."""
-        if not events:
-            return
+    def write_in(self, tx: Any, queues: Iterable[str],
+                 build: Callable[[], list[JobEvent]]) -> None:  # fmt: skip
+        """Insert the events ``build()`` makes, in ``tx`` (the transaction of the change
+        they describe), for the ``queues`` someone reads (else nothing is built)."""
         now = self.b.clock()
-        queues = {e.queue for e in events}
         heard = {q for q in queues if is_listened(_one(tx.q("kv_get", ns=LISTEN_NS, key=q)), now)}
         if not heard:  # nobody reads these queues: nothing to write
             return
-        if heard != queues:
-            events = [e for e in events if e.queue in heard]
+        events = [e for e in build() if e.queue in heard]
+        if not events:
+            return
         tx.cur.executemany(f"INSERT INTO {self.t} (queue, ts, body) VALUES (?, ?, ?)",
                            self._rows(events))  # fmt: skip
         self._publishes += 1

@@ -10,7 +10,7 @@ is here and in the parts SqlBackend is made of (:mod:`.admin`, :mod:`.sweep`,
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...codec import options_blob, pack, setting_from_blob
@@ -68,7 +68,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
         # Job events written in the transaction of the change (SQLite: .events); None:
         # the drivers publish them (PostgreSQL, written behind).
-        self._tx_events: Callable[[Tx, list[JobEvent]], None] | None = None
+        # (tx, the queues, build the events): build only for queues someone reads
+        self._tx_events: Callable[[Tx, Iterable[str], Callable[[], list[JobEvent]]], None] \
+            | None = None  # fmt: skip
         self.own_events: frozenset[EventKind] = frozenset()
 
     # -- per-job operations (.jobops: one keyed statement each) ---------------------------
@@ -107,7 +109,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         now = self.clock()
         out = self._admit(tx, prepared)
         if self._tx_events is not None:
-            self._tx_events(tx, added_events(out, now))
+            self._tx_events(tx, {j.queue for j in out}, lambda: added_events(out, now))
         return out
 
     def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
@@ -236,9 +238,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             if rows and tokens is not None:  # a rate-limited queue spends its tokens
                 tx.q("rate_set", queue=queue, tokens=tokens - len(rows), at=now)
             if rows and self._tx_events is not None:
-                self._tx_events(tx, [JobEvent(EventKind.ACTIVE, queue, r[COL.id], now,
-                                              {"attempt": r[COL.attempts]})
-                                     for r in rows])  # fmt: skip
+                self._tx_events(tx, (queue,), lambda: [
+                    JobEvent(EventKind.ACTIVE, queue, r[COL.id], now, {"attempt": r[COL.attempts]})
+                    for r in rows])  # fmt: skip
         until = now + lease_ms
         out = []
         for r in rows:
@@ -292,9 +294,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             for chunk in iter_chunks(packed, 200):
                 done.update(self._complete_chunk(tx, chunk, now))
             if done and self._tx_events is not None:
-                self._tx_events(tx, [JobEvent(EventKind.COMPLETED, le.job.queue, le.job.id, now,
-                                              {"result": result})
-                                     for le, result in items if le.job.id in done])  # fmt: skip
+                self._tx_events(tx, queues, lambda: [
+                    JobEvent(EventKind.COMPLETED, le.job.queue, le.job.id, now, {"result": r})
+                    for le, r in items if le.job.id in done])  # fmt: skip
             queues = {q for q in queues if not self._ring_on_commit(tx, q)}
         for q in queues:
             self._ring(q)
@@ -351,8 +353,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                     self._forget(tx, [lease.job.id])
             if self._tx_events is not None and (error is not None or decision.kind != "delay"):
                 # (a job given back unstarted is no event)
-                self._tx_events(tx, failed_events(lease.job, error and error.split("\n", 1)[0],
-                                                  decision, now))  # fmt: skip
+                first = error and error.split("\n", 1)[0]
+                self._tx_events(tx, (lease.job.queue,),
+                                lambda: failed_events(lease.job, first, decision, now))  # fmt: skip
         if decision.kind != "dlq" or self._tx_events is not None:  # (wakes event readers)
             self._ring(lease.job.queue)
         return Settle.OK
