@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from bunq.backends.eventlog import LISTEN_NS, EventWriter, ListenCache, register_reader
+from bunq.backends.eventlog import LISTEN_NS, register_reader
+from bunq.backends.eventwriter import EventWriter, ListenCache
 from bunq.errors import BackendUnavailable
 from bunq.jobevents import EventKind, JobEvent, pack_events, unpack_events
 

@@ -19,10 +19,9 @@ from ..eventlog import (
     EVENT_RING,
     LISTEN_REFRESH_S,
     READ_BATCH,
-    EventWriter,
-    ListenCache,
     register_reader,
 )
+from ..eventwriter import EventWriter, ListenCache
 from .errors import translated
 from .keys import Keys
 

@@ -37,11 +37,10 @@ from ..eventlog import (
     LISTEN_NS,
     LISTEN_REFRESH_S,
     READ_BATCH,
-    EventWriter,
-    ListenCache,
     is_listened,
     register_reader,
 )
+from ..eventwriter import EventWriter, ListenCache
 from .doorbell import Doorbell
 
 # What SQLite records in the transaction of the change itself (the drivers publish the rest)
