@@ -52,25 +52,41 @@ def takes_context(handler: Callable[..., Any]) -> bool:
     return n >= 2
 
 
-class CancelFlag:
-    """Set when the job was cancelled: ``if ctx.cancelled:``, ``ctx.cancelled.wait(1)``."""
+_LOCK = threading.Lock()  # cancel and bind are rare: one lock for every context
 
-    __slots__ = ("_ev",)
+
+class CancelFlag:
+    """Set when the job was cancelled: ``if ctx.cancelled:``, ``ctx.cancelled.wait(1)``.
+
+    A plain flag (one per job, so cheap to make); the Event behind ``wait`` is made on
+    first use."""
+
+    __slots__ = ("_set", "_ev")
 
     def __init__(self) -> None:
-        self._ev = threading.Event()
+        self._set = False
+        self._ev: threading.Event | None = None
 
     def __bool__(self) -> bool:
-        return self._ev.is_set()
+        return self._set
 
     def is_set(self) -> bool:
-        return self._ev.is_set()
+        return self._set
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._ev.wait(timeout)
+        with _LOCK:
+            if self._ev is None:
+                self._ev = threading.Event()
+                if self._set:
+                    self._ev.set()
+            ev = self._ev
+        return ev.wait(timeout)
 
     def set(self) -> None:
-        self._ev.set()
+        with _LOCK:
+            self._set = True
+            if self._ev is not None:
+                self._ev.set()
 
 
 class JobContext:
@@ -80,11 +96,12 @@ class JobContext:
     :param lease_ms: the length ``extend_lease()`` extends by when not given one.
     """
 
+    __slots__ = ("job", "backend", "lease", "lease_ms", "cancelled", "_task")
+
     def __init__(self, job: Job, backend: Backend | None, lease: Lease | None = None,
                  lease_ms: int = 30_000) -> None:  # fmt: skip
         self.job, self.backend, self.lease, self.lease_ms = job, backend, lease, lease_ms
         self.cancelled = CancelFlag()
-        self._lock = threading.Lock()
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
 
     @property
@@ -122,7 +139,7 @@ class JobContext:
     def cancel(self) -> None:
         """Mark the job cancelled; a coroutine handler gets CancelledError."""
         self.cancelled.set()
-        with self._lock:
+        with _LOCK:
             task = self._task
         if task is not None:
             loop, fut = task
@@ -130,7 +147,7 @@ class JobContext:
 
     def bind(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any]) -> None:
         """The coroutine running the handler (cancelled at once if already requested)."""
-        with self._lock:
+        with _LOCK:
             self._task = (loop, fut)
         if self.cancelled.is_set():
             fut.cancel()
