@@ -108,7 +108,7 @@ class Queue:
         depends_on, remove_on_complete, remove_on_fail, group, durable.
         """
         job = new_job(self.name, name, data, opts)
-        if not wants(self.backend, EventKind.ADDED):
+        if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add([job])[0]
         since = self.backend.clock()
         jobs = self.backend.add([job])
@@ -132,7 +132,7 @@ class Queue:
             if not isinstance(opts, Mapping):
                 raise ValidationError("bulk item opts must be a mapping")
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
-        if not wants(self.backend, EventKind.ADDED):
+        if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()
         added = self.backend.add(batch)

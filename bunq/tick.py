@@ -172,7 +172,7 @@ class _Tick:
         n = min(self._chunk(self.clock()), remaining)
         leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
         self.n["leased"] += len(leases)
-        if leases and wants(self.backend, EventKind.ACTIVE):
+        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
             publish(self.backend, active_events(leases, self.backend.clock()))
         self.dry = len(leases) < n
         self.pending.extend(leases)

@@ -182,7 +182,7 @@ class Worker:
                 self._held.leases[lease.id] = lease
                 self._held.contexts[lease.id] = JobContext(lease.job, self.backend, lease,
                                                            self.lease_ms)  # fmt: skip
-        if leases and wants(self.backend, EventKind.ACTIVE):
+        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
             publish(self.backend, active_events(leases, self.backend.clock()))
         return leases
 

@@ -58,6 +58,7 @@ class EmbeddedBackend(Engine):
         self._events = MemoryEventLog()  # job events, in this process (bunq.jobevents)
         self.publish_events = self._events.publish_events
         self.event_reader = self._events.event_reader
+        self.has_readers = self._events.has_readers
         if data is not None:
             from ..engine.writebehind import open_store
 

@@ -75,13 +75,15 @@ def is_listened(value: bytes | None, now: int) -> bool:
 
 
 class MemoryEventLog:
-    """Per-queue rings in this process (the memory engine's log)."""
+    """Per-queue rings in this process (the memory engine's log), kept while the queue has
+    open readers."""
 
     def __init__(self, ring: int = EVENT_RING) -> None:
         self.ring = ring
         self.cond = threading.Condition()
         self.logs: dict[str, deque[tuple[int, JobEvent]]] = {}
         self.seq: dict[str, int] = {}
+        self.readers: dict[str, int] = {}  # open readers per queue: nobody reads, nothing kept
         self.closed = False
 
     def publish_events(self, events: Sequence[JobEvent]) -> None:
@@ -89,6 +91,8 @@ class MemoryEventLog:
             return
         with self.cond:
             for ev in events:
+                if not self.readers.get(ev.queue):
+                    continue
                 log = self.logs.get(ev.queue)
                 if log is None:
                     log = self.logs[ev.queue] = deque(maxlen=self.ring)
@@ -99,7 +103,11 @@ class MemoryEventLog:
 
     def event_reader(self, queue: str) -> _MemoryReader:
         with self.cond:
+            self.readers[queue] = self.readers.get(queue, 0) + 1
             return _MemoryReader(self, queue, self.seq.get(queue, 0))
+
+    def has_readers(self, queue: str) -> bool:
+        return bool(self.readers.get(queue))
 
     def close(self) -> None:
         with self.cond:
@@ -110,6 +118,7 @@ class MemoryEventLog:
 class _MemoryReader:
     def __init__(self, log: MemoryEventLog, queue: str, after: int) -> None:
         self.log, self.queue, self.after, self.missed = log, queue, after, 0
+        self.open = True
 
     def read(self, timeout_ms: int) -> list[JobEvent]:
         lg = self.log
@@ -128,15 +137,25 @@ class _MemoryReader:
         return [ev for _, ev in out]
 
     def close(self) -> None:
-        pass
+        with self.log.cond:
+            if self.open:
+                self.open = False
+                n = self.log.readers.get(self.queue, 0) - 1
+                if n > 0:
+                    self.log.readers[self.queue] = n
+                else:
+                    self.log.readers.pop(self.queue, None)
+                    self.log.logs.pop(self.queue, None)  # nobody reads: drop its ring
 
 
-def wants(backend: Backend, kind: EventKind) -> bool:
-    """Whether drivers should build and publish events of ``kind`` for ``backend`` (it
-    keeps events, and does not record that kind itself: ``own_events``)."""
-    return Capability.EVENTS in backend.capabilities and kind not in getattr(
-        backend, "own_events", ()
-    )
+def wants(backend: Backend, kind: EventKind, queue: str) -> bool:
+    """Whether drivers should build and publish events of ``kind`` for ``queue`` (the
+    backend keeps events, does not record that kind itself (``own_events``), and, where
+    it can tell at once (memory: ``has_readers``), someone reads the queue)."""
+    if Capability.EVENTS not in backend.capabilities or kind in getattr(backend, "own_events", ()):
+        return False
+    has_readers = getattr(backend, "has_readers", None)
+    return has_readers is None or bool(has_readers(queue))
 
 
 def publish(backend: Backend, events: Sequence[JobEvent]) -> None:

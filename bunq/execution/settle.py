@@ -106,7 +106,7 @@ def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> lis
     except ValidationError:  # a result the backend cannot store: find it, one by one
         return [_settle_one(backend, lease, o) for lease, o in done]
     answers: Sequence[Settle | None] = [None] * len(oks) if got is None else got
-    if oks and got is not None and wants(backend, EventKind.COMPLETED):
+    if oks and got is not None and wants(backend, EventKind.COMPLETED, oks[0][0].job.queue):
         _completed_events(backend, oks, answers)
     if len(oks) == len(done):
         return [_COMPLETED[a] for a in answers]
@@ -129,7 +129,7 @@ def _settle_one(backend: Backend, lease: Lease, o: Outcome) -> Settled:
     if o.ok:
         try:
             answer = retrying(partial(backend.complete, lease, o.result))
-            if answer is Settle.OK and wants(backend, EventKind.COMPLETED):
+            if answer is Settle.OK and wants(backend, EventKind.COMPLETED, lease.job.queue):
                 _completed_events(backend, [(lease, o.result)], [answer])
             return _COMPLETED[answer]
         except ValidationError as exc:
@@ -151,7 +151,7 @@ def _fail(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
     decision = decision_for(lease.job, outcome, now)
     error = failure_text(outcome.error, lease.job.opts.stack_trace_limit)
     answer = backend.fail(lease, error, decision, outcome.duration_ms)
-    if answer is Settle.OK and wants(backend, EventKind.FAILED):
+    if answer is Settle.OK and wants(backend, EventKind.FAILED, lease.job.queue):
         publish(backend, failed_events(lease.job, error and error.split("\n", 1)[0], decision,
                                        now))  # fmt: skip
     if outcome.cancelled:
