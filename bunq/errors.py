@@ -122,6 +122,26 @@ class JobStateError(BunqError):
         super().__init__(msg, job_id=job_id, state=state, operation=operation)
 
 
+class JobFailed(BunqError):
+    """``wait()``: the job was dead-lettered; ``data`` names the job, the reason and its
+    last error."""
+
+    code = "job_failed"
+
+
+class JobCancelled(BunqError):
+    """``wait()``: the job was cancelled (``queue.cancel``); ``data['job_id']`` names it."""
+
+    code = "job_cancelled"
+
+
+class WaitTimeout(BunqError, TimeoutError):
+    """``wait()``: the job did not finish within the timeout; ``data`` names it and its
+    state when the wait gave up."""
+
+    code = "wait_timeout"
+
+
 class DependencyError(BunqError, ValueError):
     """A flow or dependency list is invalid (cycle, unknown dependency)."""
 

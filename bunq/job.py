@@ -55,6 +55,7 @@ class FailureReason(str, enum.Enum):
     TTL_EXPIRED = "ttl_expired"
     WORKER_LOST = "worker_lost"
     DEPENDENCY_FAILED = "dependency_failed"  # a flow child failed (fail_parent_on_failure)
+    CANCELLED = "cancelled"  # queue.cancel() of an active job: settled by its worker, not retried
     UNKNOWN = "unknown"
 
 

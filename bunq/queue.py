@@ -9,8 +9,10 @@ from typing import Any
 from . import tracing, validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
+from .backends.eventlog import publish, wants
 from .cron import Schedule, Scheduler
-from .errors import ConfigError, JobNotFound, ValidationError
+from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
+from .execution.context import request_cancel
 from .job import (
     DlqEntry,
     FailureReason,
@@ -23,10 +25,12 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .jobevents import EventKind, JobEvent, added_events
 from .jobrules import FlowFailure
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
 from .policy import FailDecision
+from .queue_events import wait_for
 from .repeat import PREFIX, add_repeatable
 from .stacks import split
 
@@ -139,17 +143,26 @@ class Queue:
             rest = {k: v for k, v in opts.items() if k != "repeat"}
             return add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
         if tracing.tracer() is None:  # the common case: no span, no context manager
-            job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+            job = self._add_one(name, data, opts)
         else:
             with tracing.publishing(self.name, 1) as (span, parent):
                 if parent is not None and opts.get("traceparent") is None:
                     opts["traceparent"] = parent
-                job = self.backend.add([new_job(self.name, name, data, opts)])[0]
+                job = self._add_one(name, data, opts)
                 if span is not None:
                     span.set_attribute("messaging.message.id", job.id)
         if self.metrics is not None:
             self.metrics.added(self.name, 1)
         return job
+
+    def _add_one(self, name: str, data: Any, opts: dict[str, Any]) -> Job:
+        job = new_job(self.name, name, data, opts)
+        if not wants(self.backend, EventKind.ADDED, self.name):
+            return self.backend.add([job])[0]
+        since = self.backend.clock()
+        jobs = self.backend.add([job])
+        publish(self.backend, added_events(jobs, since))
+        return jobs[0]
 
     def get_repeatables(self) -> list[Schedule]:
         """The queue's repeatable jobs (their schedules, with next run and runs so far)."""
@@ -190,7 +203,12 @@ class Queue:
             if parent is not None and opts.get("traceparent") is None:
                 opts = {**opts, "traceparent": parent}
             batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
-        return self.backend.add(batch)
+        if not wants(self.backend, EventKind.ADDED, self.name):
+            return self.backend.add(batch)
+        since = self.backend.clock()
+        added = self.backend.add(batch)
+        publish(self.backend, added_events(added, since))
+        return added
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:
@@ -239,16 +257,23 @@ class Queue:
     # -- control -----------------------------------------------------------------------
     def pause(self) -> None:
         self.backend.pause(self.name)
+        self._event(EventKind.PAUSED, "")
 
     def resume(self) -> None:
         self.backend.resume(self.name)
+        self._event(EventKind.RESUMED, "")
+
+    def _event(self, kind: EventKind, job_id: str, **data: Any) -> None:
+        publish(self.backend, [JobEvent(kind, self.name, job_id, self.backend.clock(), data)])
 
     def is_paused(self) -> bool:
         return self.backend.is_paused(self.name)
 
     def drain(self) -> int:
         """Remove every waiting and delayed job; return how many."""
-        return self.backend.drain(self.name)
+        n = self.backend.drain(self.name)
+        self._event(EventKind.DRAINED, "", count=n)
+        return n
 
     def clean(self, grace_ms: int = 0, limit: int = 1000,
               state: JobState | str = JobState.COMPLETED) -> list[JobId]:  # fmt: skip
@@ -294,7 +319,52 @@ class Queue:
 
     def remove(self, job_id: JobId) -> bool:
         """Remove a job in any state but active; return False when there is none."""
-        return bool(self._ops().remove_job(job_id))
+        job = self.backend.get_job(job_id) if Capability.EVENTS in self.backend.capabilities \
+            else None  # fmt: skip
+        removed = bool(self._ops().remove_job(job_id))
+        if removed and job is not None:
+            self._event(EventKind.REMOVED, job_id, prev=job.state.value)
+        return removed
+
+    def cancel(self, job_id: JobId) -> None:
+        """Cancel a job: a waiting or delayed one is removed (event ``cancelled``); an
+        active one is asked to stop: its handler sees ``ctx.cancelled`` (a coroutine
+        handler gets CancelledError) and the job settles as cancelled, dead-lettered with
+        reason ``cancelled``, not retried (docs/events.md).
+
+        :raises JobNotFound: no such job. :raises JobStateError: it has finished.
+        """
+        ops = self._ops()
+        job = self.backend.get_job(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state in (JobState.WAITING, JobState.DELAYED, JobState.WAITING_CHILDREN):
+            try:
+                if ops.remove_job(job_id):
+                    self._event(EventKind.CANCELLED, job_id, prev=job.state.value)
+                    return
+            except JobStateError:  # leased meanwhile: ask its worker
+                pass
+            job = self.backend.get_job(job_id)
+            if job is None:
+                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state is not JobState.ACTIVE:
+            raise JobStateError(job_id, job.state.value, "cancel")
+        request_cancel(self.backend, job)
+
+    def wait(self, job_id: JobId, timeout: float | None = 30.0) -> Any:
+        """Wait until the job finishes and return its result.
+
+        Built on the backend's events where it keeps them, polling with backoff
+        elsewhere (``bunq://`` uses the server's pushed events).
+
+        :param timeout: seconds (None: no limit).
+        :raises JobFailed: it was dead-lettered (``data``: reason, error).
+        :raises JobCancelled: it was cancelled. :raises WaitTimeout: ``timeout`` passed.
+        :raises JobNotFound: no such job (or it was removed).
+        :raises UnsupportedError: the backend cannot look jobs up (SQS).
+        """
+        return wait_for(self.backend, job_id, timeout)
 
     def retry(self, job_id: JobId) -> None:
         """Run a failed (dead-lettered) or completed job again, with fresh attempts."""

@@ -28,7 +28,16 @@ from typing import Any
 
 from . import tracing
 from .backends.sqs import SQSBackend, apply_decision, prepare_record
-from .execution import Handler, Outcome, decision_for, describe, log_failure, run_sync
+from .execution import (
+    Handler,
+    JobContext,
+    Outcome,
+    decision_for,
+    describe,
+    log_failure,
+    run_sync,
+    takes_context,
+)
 from .job import Job, Settle
 
 __all__ = ["Tally", "run_record", "settle_record"]
@@ -76,7 +85,9 @@ def run_record(backend: SQSBackend, record: Mapping[str, Any], handler: Handler,
     prepared = prepare_record(backend, record)
     if prepared.job is None:
         return prepared.report
-    outcome = run_sync(tracing.traced(handler), prepared.job)
+    job = prepared.job
+    ctx = JobContext(job, None) if takes_context(handler) else None  # no lease: SQS owns it
+    outcome = run_sync(tracing.traced(handler), job, None, ctx, ctx is not None)
     if tally is not None:
         tally.ran += 1
         if outcome.ok:
@@ -85,4 +96,4 @@ def run_record(backend: SQSBackend, record: Mapping[str, Any], handler: Handler,
             tally.failed += 1
         if len(tally.durations) < MAX_DURATIONS:
             tally.durations.append(outcome.duration_ms)
-    return settle_record(backend, record, prepared.job, outcome, tally)
+    return settle_record(backend, record, job, outcome, tally)

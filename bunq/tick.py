@@ -21,10 +21,13 @@ from typing import Any, Literal, TypeVar
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
+from .backends.eventlog import publish, wants
 from .errors import BackendError, BunqError, ConfigError
-from .execution import Executor, Handler, Outcome, give_back, settle_batch
+from .execution import Executor, Handler, JobContext, Outcome, give_back, settle_batch
+from .execution.keepalive import Keepalive
 from .execution.observe import Observer
 from .job import Job, JobState, Lease, Settle
+from .jobevents import EventKind, active_events
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
 
@@ -100,11 +103,13 @@ class _Tick:
         self.settles: deque[int] = deque(maxlen=16)  # estimates (est_*) are their maxima
         self.est_run = self.est_settle = 0
         self.margin = min(1000, max(lease_ms // 10, 1))
+        self.keep = Keepalive(backend, queue, lease_ms)  # extends running jobs' leases
 
     def run(self) -> TickResult:
         start = self.clock()
         try:
-            with Executor(self.handler, self.c, clock=self.clock, name="bunq-tick") as ex:
+            with self.keep, Executor(self.handler, self.c, clock=self.clock,
+                                     name="bunq-tick") as ex:  # fmt: skip
                 self._drive(ex)
         except BackendError as exc:
             exc.data["tick"] = self._result(start).to_dict()
@@ -118,10 +123,12 @@ class _Tick:
                     lease = self._next()
                     if lease is None:
                         break
+                    ctx = JobContext(lease.job, self.backend, lease, self.lease_ms)
+                    self.keep.started(lease, ctx)
                     if ex.inline:
-                        self._record(lease, ex.run(lease.job))
+                        self._record(lease, ex.run(lease.job, ctx))
                     else:
-                        self.inflight[ex.submit(lease.job)] = lease
+                        self.inflight[ex.submit(lease.job, ctx)] = lease
                 if not self.inflight:
                     break
                 ready, _ = cf.wait(list(self.inflight), return_when=cf.FIRST_COMPLETED)
@@ -170,6 +177,8 @@ class _Tick:
         n = min(self._chunk(self.clock()), remaining)
         leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
         self.n["leased"] += len(leases)
+        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
+            publish(self.backend, active_events(leases, self.backend.clock()))
         self.dry = len(leases) < n
         self.pending.extend(leases)
         self.stopped = None if leases else "empty"
@@ -216,6 +225,7 @@ class _Tick:
         return replace(lease, expires_at=now + ms)
 
     def _record(self, lease: Lease, outcome: Outcome) -> None:
+        lease = self.keep.finished(lease)  # with the expiry the keepalive gave it
         self.runs.append(max(outcome.took, 0))
         self.est_run = max(self.runs)
         self.done.append((lease, outcome))
@@ -289,9 +299,11 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
          metrics: JobMetrics | bool | None = None) -> TickResult:  # fmt: skip
     """Drain up to ``max`` due jobs of ``queue`` once; return what happened.
 
-    :param handler: ``handler(job)``: a function or a coroutine function.
+    :param handler: ``handler(job)`` or ``handler(job, ctx)`` (a
+        :class:`~bunq.execution.JobContext`): a function or a coroutine function.
     :param backend: a Backend, or a URL opened and closed here (default BUNQ_BACKEND).
-    :param lease_ms: lease per job; must cover one job (no heartbeat while it runs).
+    :param lease_ms: lease per job; a running job's lease is extended every third of
+        it (a keepalive thread while jobs run, joined before the tick returns).
     :param concurrency: jobs at once (threads for functions, one event loop for
         coroutines; both joined before returning).
     :param deadline_ms: budget in ms from now (``deadline_at``: an epoch-ms time of

@@ -45,6 +45,7 @@ class Capability(str, enum.Enum):
     HISTORY = "history"  # every attempt's error and duration is kept (get_job, DLQ entries)
     GROUP_MAX_SIZE = "group_max_size"  # refuse adds to a FIFO group holding that many pending
     FLOW_POLICIES = "flow_policies"  # a dead-lettered child's policy for its parent (FlowFailure)
+    EVENTS = "events"  # job events others can read (QueueEvents, queue.wait): bunq.jobevents
     JOB_OPS = "job_ops"  # per-job operations: remove, retry, promote, reprioritise... (jobops.py)
 
 

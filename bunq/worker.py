@@ -21,18 +21,24 @@ from types import FrameType
 from typing import Any
 
 from .backends import resolve
-from .backends.base import Backend, check_queue_name
+from .backends.base import Backend, Capability, check_queue_name
+from .backends.eventlog import publish, wants
 from .errors import BackendError, ConfigError
 from .execution import (
+    CANCEL_POLL_S,
     Executor,
     Handler,
+    JobContext,
     Outcome,
     Settled,
     give_back,
+    poll_cancels,
+    prune_cancels,
     settle_batch,
     settle_failure,
 )
 from .job import Lease, Settle
+from .jobevents import EventKind, active_events
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
 from .validate import MAX_DURATION_MS, duration, integer, text
@@ -48,6 +54,7 @@ class _Held:
         self.leases: dict[str, Lease] = {}
         self.started: dict[str, float] = {}
         self.timed_out: set[str] = set()
+        self.contexts: dict[str, JobContext] = {}
 
 
 MAX_CONCURRENCY = 100_000  # jobs at once, or per lease call
@@ -179,6 +186,10 @@ class Worker:
         with self._held.lock:
             for lease in leases:
                 self._held.leases[lease.id] = lease
+                self._held.contexts[lease.id] = JobContext(lease.job, self.backend, lease,
+                                                           self.lease_ms)  # fmt: skip
+        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
+            publish(self.backend, active_events(leases, self.backend.clock()))
         return leases
 
     def _idle(self) -> None:
@@ -198,8 +209,8 @@ class Worker:
                 if self._stop.is_set():
                     self._return_unstarted(leases[i:])
                     break
-                self._mark_started(lease)
-                done.append((lease, ex.run(lease.job)))
+                ctx = self._mark_started(lease)
+                done.append((lease, ex.run(lease.job, ctx)))
             self._settle(done)
 
     def _loop_concurrent(self, ex: Executor) -> None:
@@ -210,8 +221,8 @@ class Worker:
                 self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
             )
             for lease in leases:
-                self._mark_started(lease)
-                inflight[ex.submit(lease.job)] = lease
+                ctx = self._mark_started(lease)
+                inflight[ex.submit(lease.job, ctx)] = lease
             if not inflight:
                 self._idle()
                 continue
@@ -224,9 +235,10 @@ class Worker:
             ready, _ = cf.wait(list(inflight), timeout=wait_s, return_when=cf.FIRST_COMPLETED)
             self._settle([(inflight.pop(f), f.result()) for f in ready])
 
-    def _mark_started(self, lease: Lease) -> None:
+    def _mark_started(self, lease: Lease) -> JobContext | None:
         with self._held.lock:
             self._held.started[lease.id] = time.monotonic()
+            return self._held.contexts.get(lease.id)
 
     def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
         with self._held.lock:
@@ -243,6 +255,7 @@ class Worker:
     def _forget(self, job_id: str) -> None:
         self._held.leases.pop(job_id, None)
         self._held.started.pop(job_id, None)
+        self._held.contexts.pop(job_id, None)
         self._held.timed_out.discard(job_id)
 
     def _count(self, lease: Lease, s: Settled) -> None:
@@ -272,15 +285,25 @@ class Worker:
             self.backend.sweep()
         except BackendError as exc:
             log.warning("sweep failed: %s", exc)
+        if Capability.JOB_OPS in self.backend.capabilities:
+            prune_cancels(self.backend, self.queue)
 
     def _heartbeat(self) -> None:
         period = self.lease_ms / 3000
-        last = time.monotonic()
+        last = polled = time.monotonic()
+        cancels = Capability.JOB_OPS in self.backend.capabilities
         while not self._done.wait(min(period, 0.05)):
             self._enforce_timeouts()
             if time.monotonic() - last >= period:
                 last = time.monotonic()
                 self._extend_all()
+            if cancels and time.monotonic() - polled >= CANCEL_POLL_S:
+                polled = time.monotonic()
+                with self._held.lock:
+                    running = [self._held.contexts[k] for k in self._held.started
+                               if k in self._held.contexts]  # fmt: skip
+                if running:
+                    poll_cancels(self.backend, self.queue, running)
 
     def _extend_all(self) -> None:
         self._alive()

@@ -4,6 +4,8 @@
 A handler's outcome is an :class:`Outcome`, never an exception. A sync handler
 cannot be interrupted: one that returns after its ``opts.timeout`` has failed
 with reason timeout all the same (a coroutine is cancelled at its timeout).
+A handler that takes a second argument gets a :class:`~.context.JobContext`; a job
+whose context was cancelled while it ran ends ``cancelled`` however it returned.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from types import TracebackType
 from typing import Any
 
 from .. import tracing
+from ..errors import JobCancelled
 from ..job import Job
+from .context import JobContext, takes_context
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
 Clock = Callable[[], int]
@@ -40,6 +44,7 @@ class Outcome:
     duration_ms: int = 0
     timed_out: bool = False
     took: int = 0
+    cancelled: bool = False
 
 
 def is_async(handler: Handler) -> bool:
@@ -48,18 +53,24 @@ def is_async(handler: Handler) -> bool:
     )
 
 
-def run_sync(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
-    """Call a handler (a coroutine result is run to completion on a fresh loop)."""
+def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
+             ctx: JobContext | None = None, pass_ctx: bool = False) -> Outcome:  # fmt: skip
+    """Call a handler (a coroutine result is run to completion on a fresh loop);
+    with ``pass_ctx``, as ``handler(job, ctx)``; a cancelled ``ctx`` makes it cancelled."""
     t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
-        result = handler(job)
+        result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except Exception as exc:
+        if ctx is not None and ctx.cancelled:
+            return _cancelled(job, start, clock, t0)
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+    if ctx is not None and ctx.cancelled:
+        return _cancelled(job, start, clock, t0)
     ms, limit = _ms(start), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
@@ -67,19 +78,39 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
     return Outcome(True, result, None, ms, False, _took(clock, t0))
 
 
-async def run_async(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
-    """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation."""
+async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
+                    ctx: JobContext | None = None, pass_ctx: bool = False) -> Outcome:  # fmt: skip
+    """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation; a cancelled
+    ``ctx`` cancels it too (CancelledError inside the handler)."""
     t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
-        result = handler(job)
+        result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
-            result = await _timed(result, job.opts.timeout)
+            if ctx is None:
+                result = await _timed(result, job.opts.timeout)
+            else:
+                task = asyncio.ensure_future(_timed(result, job.opts.timeout))
+                ctx.bind(asyncio.get_running_loop(), task)
+                result = await task
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
+    except asyncio.CancelledError:
+        if ctx is None or not ctx.cancelled:
+            raise
+        return _cancelled(job, start, clock, t0)
     except Exception as exc:
+        if ctx is not None and ctx.cancelled:
+            return _cancelled(job, start, clock, t0)
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+    if ctx is not None and ctx.cancelled:
+        return _cancelled(job, start, clock, t0)
     return Outcome(True, result, None, _ms(start), False, _took(clock, t0))
+
+
+def _cancelled(job: Job, start: float, clock: Clock | None, t0: int) -> Outcome:
+    err = JobCancelled(f"job {job.id} was cancelled", job_id=job.id)
+    return Outcome(False, None, err, _ms(start), False, _took(clock, t0), cancelled=True)
 
 
 def _took(clock: Clock | None, t0: int) -> int:
@@ -112,6 +143,7 @@ class Executor:
                  name: str = "bunq-job") -> None:  # fmt: skip
         self.handler, self.clock = tracing.traced(handler), clock
         self.is_async = is_async(handler)
+        self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
         self.inline = concurrency == 1 and not self.is_async
         self._pool: cf.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,18 +156,20 @@ class Executor:
         elif not self.inline:
             self._pool = cf.ThreadPoolExecutor(concurrency, thread_name_prefix=name)
 
-    def run(self, job: Job) -> Outcome:
-        """Run ``job`` on this thread (inline executors)."""
-        return run_sync(self.handler, job, self.clock)
+    def run(self, job: Job, ctx: JobContext | None = None) -> Outcome:
+        """Run ``job`` on this thread (inline executors); ``ctx`` reaches handlers that
+        take one."""
+        return run_sync(self.handler, job, self.clock, ctx, self.with_context and ctx is not None)
 
-    def submit(self, job: Job) -> cf.Future[Outcome]:
+    def submit(self, job: Job, ctx: JobContext | None = None) -> cf.Future[Outcome]:
         """Start ``job`` off this thread; the future gives its :class:`Outcome`."""
+        give = self.with_context and ctx is not None
         if self._loop is not None:
-            coro = run_async(self.handler, job, self.clock)
+            coro = run_async(self.handler, job, self.clock, ctx, give)
             return asyncio.run_coroutine_threadsafe(coro, self._loop)
         if self._pool is None:
             raise RuntimeError("an inline executor runs jobs with run()")
-        return self._pool.submit(run_sync, self.handler, job, self.clock)
+        return self._pool.submit(run_sync, self.handler, job, self.clock, ctx, give)
 
     def close(self) -> None:
         """Wait for submitted jobs (threads), stop the loop thread; idempotent."""

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from ..backends.base import Backend
+from ..backends.eventlog import publish, wants
 from ..errors import (
     BackendUnavailable,
     BunqError,
@@ -28,8 +29,10 @@ from ..errors import (
     ValidationError,
 )
 from ..job import FailureReason, Job, Lease, Settle
+from ..jobevents import EventKind, JobEvent, failed_events
 from ..policy import FailDecision, decide_failure
 from ..stacks import frames, with_stack
+from .context import forget_cancel
 from .observe import Observer, notify_given_back, notify_settled
 from .run import Outcome
 
@@ -66,6 +69,8 @@ _COMPLETED = {a: Settled(a) for a in (Settle.OK, Settle.STALE, None)}  # one per
 def decision_for(job: Job, outcome: Outcome, now: int) -> FailDecision:
     """Route a failed outcome through the retry/DLQ policy."""
     err = outcome.error
+    if outcome.cancelled:  # queue.cancel(): not a failure to retry
+        return FailDecision("dlq", now, FailureReason.CANCELLED)
     if outcome.timed_out:
         return decide_failure(job, now, reason=FailureReason.TIMEOUT)
     if isinstance(err, UnrecoverableError):
@@ -109,6 +114,8 @@ def _settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> li
     except ValidationError:  # a result the backend cannot store: find it, one by one
         return [_settle_one(backend, lease, o) for lease, o in done]
     answers: Sequence[Settle | None] = [None] * len(oks) if got is None else got
+    if oks and got is not None and wants(backend, EventKind.COMPLETED, oks[0][0].job.queue):
+        _completed_events(backend, oks, answers)
     if len(oks) == len(done):
         return [_COMPLETED[a] for a in answers]
     it = iter(answers)
@@ -116,11 +123,23 @@ def _settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> li
             for lease, o in done]  # fmt: skip
 
 
+def _completed_events(backend: Backend, oks: Sequence[tuple[Lease, Any]],
+                      answers: Sequence[Settle | None]) -> None:  # fmt: skip
+    now = backend.clock()
+    publish(backend, [JobEvent(EventKind.COMPLETED, lease.job.queue, lease.job.id, now,
+                               {"result": result})
+                      for (lease, result), a in zip(oks, answers, strict=True)
+                      if a is Settle.OK])  # fmt: skip
+
+
 def _settle_one(backend: Backend, lease: Lease, o: Outcome) -> Settled:
     """Settle one outcome; a result the backend refuses fails the attempt, unrecoverable."""
     if o.ok:
         try:
-            return _COMPLETED[retrying(partial(backend.complete, lease, o.result))]
+            answer = retrying(partial(backend.complete, lease, o.result))
+            if answer is Settle.OK and wants(backend, EventKind.COMPLETED, lease.job.queue):
+                _completed_events(backend, [(lease, o.result)], [answer])
+            return _COMPLETED[answer]
         except ValidationError as exc:
             o = Outcome(False, error=UnrecoverableError(str(exc)), duration_ms=o.duration_ms)
     return settle_failure(backend, lease, o)
@@ -144,6 +163,11 @@ def _fail(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
     decision = decision_for(lease.job, outcome, now)
     error = failure_text(outcome.error, lease.job.opts.stack_trace_limit)
     answer = backend.fail(lease, error, decision, outcome.duration_ms)
+    if answer is Settle.OK and wants(backend, EventKind.FAILED, lease.job.queue):
+        publish(backend, failed_events(lease.job, error and error.split("\n", 1)[0], decision,
+                                       now))  # fmt: skip
+    if outcome.cancelled:
+        forget_cancel(backend, lease.job)
     log_failure(lease.job, outcome, decision, answer, now)
     return Settled(answer, failed=True, dead=answer is Settle.OK and decision.is_dead)
 
@@ -200,7 +224,9 @@ def log_failure(job: Job, outcome: Outcome, decision: FailDecision, answer: Sett
     }  # fmt: skip
     exc_info = (type(err), err, err.__traceback__) if err is not None else None
     wait = max(decision.run_at - now, 0)
-    if decision.kind == "delay":  # DelayedError: a chosen reschedule, not a failure
+    if decision.reason is FailureReason.CANCELLED:
+        log.info("job %s cancelled", job.id, extra=fields)
+    elif decision.kind == "delay":  # DelayedError: a chosen reschedule, not a failure
         log.info("job %s delayed by its handler for %d ms", job.id, wait, extra=fields)
     elif answer is not Settle.OK:
         log.warning("job %s failed, but its lease was lost: not recorded (%s)", job.id,

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.batching",
             "bunq.stacks",
             "bunq.jobrules",
+            "bunq.jobevents",
         ),
     ),
     ("core", ("bunq._core",)),
@@ -62,6 +63,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.metrics",
             "bunq.tracing",
             "bunq.repeat",
+            "bunq.queue_events",
             "bunq",  # the package's re-exports: the public API
         ),
     ),

@@ -40,6 +40,7 @@ from .clock import ServerClock
 from .config import RedisConfig
 from .deps import RemoteDeps
 from .errors import translated
+from .events import RedisEventLog
 from .keys import Keys
 from .rows import fields, job_from_hash
 from .scripts import SCRIPTS, Script
@@ -122,6 +123,9 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         self._known_at = time.monotonic()
         self._local = threading.local()
         self._conns: weakref.WeakSet[Any] = weakref.WeakSet()  # per-thread connections
+        self._events = RedisEventLog(self, self._r, self.keys)  # job events: a stream per queue
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
         with translated("connect"):
             self._r.ping()
             SCRIPTS.load(self._r)
@@ -140,6 +144,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         return self.clock()
 
     def close(self) -> None:
+        self._events.close()  # writes the events still buffered
         for conn in list(self._conns):
             conn.disconnect()
         self._r.close()

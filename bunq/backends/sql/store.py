@@ -10,7 +10,7 @@ is here and in the parts SqlBackend is made of (:mod:`.admin`, :mod:`.sweep`,
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...codec import options_blob, pack, setting_from_blob
@@ -26,6 +26,7 @@ from ...job import (
     check_new_jobs,
     now_ms,
 )  # fmt: skip
+from ...jobevents import EventKind, JobEvent, added_events, failed_events
 from ...policy import DEFAULT_MAX_STALLS, FailDecision
 from ...queueconfig import QueueLimits
 from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
@@ -65,6 +66,12 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         self._seq = 0
         self._batch_cache: dict[tuple[str, int], str] = {}
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
+        # Job events written in the transaction of the change (SQLite: .events); None:
+        # the drivers publish them (PostgreSQL, written behind).
+        # (tx, the queues, build the events): build only for queues someone reads
+        self._tx_events: Callable[[Tx, Iterable[str], Callable[[], list[JobEvent]]], None] \
+            | None = None  # fmt: skip
+        self.own_events: frozenset[EventKind] = frozenset()
 
     # -- per-job operations (.jobops: one keyed statement each) ---------------------------
     remove_job = jobops.remove_job
@@ -93,9 +100,16 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             return []
         check_new_jobs(jobs)
         prepared = [self._prepare(j) for j in jobs]
-        out: list[Job] = self._writes.run(lambda tx: self._admit(tx, prepared))
+        out: list[Job] = self._writes.run(lambda tx: self._admit_logged(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
+        return out
+
+    def _admit_logged(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
+        now = self.clock()
+        out = self._admit(tx, prepared)
+        if self._tx_events is not None:
+            self._tx_events(tx, {j.queue for j in out}, lambda: added_events(out, now))
         return out
 
     def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
@@ -235,6 +249,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                 rows.sort(key=lambda r: (-r[COL.priority], r[COL.ord_at], r[COL.seq]))
             if rows and tokens is not None:  # a rate-limited queue spends its tokens
                 tx.q("rate_set", queue=queue, tokens=tokens - len(rows), at=now)
+            if rows and self._tx_events is not None:
+                self._tx_events(tx, (queue,), lambda: [
+                    JobEvent(EventKind.ACTIVE, queue, r[COL.id], now, {"attempt": r[COL.attempts]})
+                    for r in rows])  # fmt: skip
         until = now + lease_ms
         out = []
         for r in rows:
@@ -287,6 +305,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             now = self.clock()
             for chunk in iter_chunks(packed, 200):
                 done.update(self._complete_chunk(tx, chunk, now))
+            if done and self._tx_events is not None:
+                self._tx_events(tx, queues, lambda: [
+                    JobEvent(EventKind.COMPLETED, le.job.queue, le.job.id, now, {"result": r})
+                    for le, r in items if le.job.id in done])  # fmt: skip
             queues = {q for q in queues if not self._ring_on_commit(tx, q)}
         for q in queues:
             self._ring(q)
@@ -344,7 +366,12 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                     woken = self._children_failed(tx, [lease.job.id], now)
                 if rows[0][0]:
                     self._forget(tx, [lease.job.id])
-        if decision.kind != "dlq":
+            if self._tx_events is not None and (error is not None or decision.kind != "delay"):
+                # (a job given back unstarted is no event)
+                first = error and error.split("\n", 1)[0]
+                self._tx_events(tx, (lease.job.queue,),
+                                lambda: failed_events(lease.job, first, decision, now))  # fmt: skip
+        if decision.kind != "dlq" or self._tx_events is not None:  # (wakes event readers)
             self._ring(lease.job.queue)
         for q in woken:
             self._ring(q)
