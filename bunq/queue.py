@@ -22,6 +22,7 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .pages import JobPage
 from .policy import FailDecision
 
 
@@ -139,6 +140,20 @@ class Queue:
 
     def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
         return self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
+
+    def get_jobs_page(self, state: JobState | str, limit: int = 100,
+                      after: str | None = None) -> JobPage:  # fmt: skip
+        """One page of :meth:`get_jobs`' order after the cursor ``after`` (a keyset read).
+
+        ``page.next`` is the cursor of the following page (None on the last one)::
+
+            page = queue.get_jobs_page("waiting", 100)
+            while page.next:
+                page = queue.get_jobs_page("waiting", 100, after=page.next)
+
+        :raises ValidationError: ``after`` is not a cursor of this state and backend.
+        """
+        return self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
 
     def counts(self) -> dict[str, int]:
         """Return job counts keyed by JobState values (every state present)."""

@@ -615,6 +615,50 @@ JOB_OPS = {
 }
 
 
+# Cursor pages (bunq.pages): keyset reads that resume after the last job of the previous
+# page with an index seek. Each order gets `id` as its last key (seq is per process, so
+# two processes can share one). The ready order seeks inside the cursor's priority on
+# jobs_queue (queue, state, priority DESC, ord_at, seq), then reads the lower priorities;
+# delayed jobs seek on jobs_delayed (queue, run_at), finished ones on jobs_finished.
+_READY_STATE = {"waiting": "state = 'waiting' AND run_at <= :now", "state": "state = :state"}
+_AFTER_SEQ = "(ord_at > :o OR seq > :s OR (seq = :s AND id > :id))"
+PAGES = {
+    **{
+        f"page_{name}_first": (
+            "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND " + cond
+            + " ORDER BY priority DESC, ord_at, seq, id LIMIT :limit"
+        )
+        for name, cond in _READY_STATE.items()
+    },
+    **{
+        f"page_{name}_tie": (
+            "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND " + cond
+            + " AND priority = :p AND ord_at >= :o AND " + _AFTER_SEQ
+            + " ORDER BY ord_at, seq, id LIMIT :limit"
+        )
+        for name, cond in _READY_STATE.items()
+    },
+    **{
+        f"page_{name}_below": (
+            "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND " + cond
+            + " AND priority < :p ORDER BY priority DESC, ord_at, seq, id LIMIT :limit"
+        )
+        for name, cond in _READY_STATE.items()
+    },
+    "page_delayed": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = 'waiting'"
+        " AND run_at > created_at AND run_at > :now AND run_at >= :o"
+        " AND (run_at > :o OR seq > :s OR (seq = :s AND id > :id))"
+        " ORDER BY run_at, seq, id LIMIT :limit"
+    ),
+    "page_finished": (
+        "SELECT " + JOB_COLS + " FROM {jobs} WHERE queue = :queue AND state = :state"
+        " AND finished_at IS NOT NULL AND finished_at <= :o"
+        " AND (finished_at < :o OR seq < :s OR (seq = :s AND id < :id))"
+        " ORDER BY finished_at DESC, seq DESC, id DESC LIMIT :limit"
+    ),
+}
+
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
@@ -633,7 +677,9 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
-    stmts = {**Q, **JOB_OPS, **PG_ONLY} if dialect.name == "postgres" else {**Q, **JOB_OPS}
+    stmts = {**Q, **JOB_OPS, **PAGES}
+    if dialect.name == "postgres":
+        stmts.update(PG_ONLY)
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
     triggers = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE
     for i, ddl in enumerate(DDL + triggers):
