@@ -173,3 +173,27 @@ def test_cursor_of_another_state_is_refused(backend: Any) -> None:
 def test_bad_limits_are_refused(backend: Any, limit: Any) -> None:
     with pytest.raises(ValidationError):
         backend.get_jobs_page("q", JobState.WAITING, limit)
+
+
+@requires(C.LIST_JOBS, C.JOB_OPS, C.RESULTS)
+@pytest.mark.parametrize("state", [JobState.COMPLETED, JobState.DELAYED, JobState.WAITING])
+def test_the_cursors_own_job_removed(backend: Any, clock: Any, state: JobState) -> None:
+    """The job a cursor points at may be gone when the next page is asked for."""
+    for i in range(14):
+        add(backend, data=i, delay=10_000 + 1_000 * (i % 2) if state is JobState.DELAYED else 0)
+        clock.advance(i % 2)
+    if state is JobState.COMPLETED:
+        for i in range(14):
+            backend.complete(lease1(backend), None)
+            clock.advance(i % 3 == 0)  # ties in finish time
+    before = listing(backend, state)
+    shown: list[str] = []
+    after = None
+    while True:
+        page = backend.get_jobs_page("q", state, 3, after)
+        shown += [j.id for j in page.jobs]
+        if page.next is None:
+            break
+        backend.remove_job(page.jobs[-1].id)
+        after = page.next
+    assert shown == before
