@@ -69,9 +69,11 @@ def get_jobs_page(core: Core, queue: str, state: JobState, limit: int = 100,
                         if r.state is WAITING and r.run_at > now and r.queue == queue)  # fmt: skip
             elif (state is JobState.PAUSED) != q.paused:
                 return JobPage()
-            else:
-                mine = (r for r in shard.jobs.values()
-                        if r.state is WAITING and r.run_at <= now and r.queue == queue)  # fmt: skip
+            else:  # the ready lanes' listing, and the few parked jobs
+                shard.promote(now)
+                listing = q.lanes.listed(shard.jobs, queue, now / 1000)
+                ready = listing.after(key, limit + 1)  # type: ignore[arg-type]
+                mine = [*ready, *q.parked.values()] if q.parked else ready
             by = _delayed_key if state is JobState.DELAYED else Rec.order_key
             rows = [(by(r), r) for r in _select(mine, by, key, limit + 1)]
         return cut(state, [(k, snapshot(r, now, result_of(core, r))) for k, r in rows], limit)

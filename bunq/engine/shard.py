@@ -187,6 +187,8 @@ class Shard:
         rec.state = WAITING
         rec.eseq = self.eseq = self.eseq + 1
         q.lanes.ready.push(rec.id, rec.priority, rec.lifo, rec.eseq)
+        if q.lanes.listing is not None:
+            q.lanes.listing.add(rec)
         q.n_waiting += 1
         q.version += 1
         if q.nwait:
@@ -363,6 +365,8 @@ class Shard:
             assert q.n_delayed == n_delayed, name
             assert q.n_waiting == len(waiting) - n_delayed, name
             assert q.lanes.ready_ids() + len(q.parked) == q.n_waiting, name
+            if q.lanes.listing is not None:
+                q.lanes.listing._check({r.id for r in waiting if r.id not in delayed} - set(q.parked))
             assert q.n_active == sum(r.state is ACTIVE for r in recs), name
             assert q.n_children == sum(r.state is CHILDREN for r in recs), name
             for finished, state in ((q.completed, COMPLETED), (q.dlq, FAILED)):
