@@ -28,9 +28,9 @@ from ..batching import Batcher, Slot
 from ..client_link import Link
 from ..errors import BunqError, ConfigError, ValidationError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
+from ..pages import JobPage, page_limit
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
-from ..pages import JobPage, page_limit
 from ..validate import page
 from ..wire_shapes import dlq_from_bq, job_from_bq, options_to_wire
 from . import remote_jobops

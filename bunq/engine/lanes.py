@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .._core import IndexedHeap, SlidingWindow
 from ..queueconfig import QueueLimits
-from .listing import IDLE_S, Listing
+from .listing import Listing, unless_idle
 from .record import Rec
 
 
@@ -167,8 +167,7 @@ class Lanes:
     def trim(self, now_s: float) -> None:
         """Drop per-group state of idle groups, and a listing unread for ``IDLE_S``
         (bounded memory; sweep calls it)."""
-        if self.listing is not None and now_s - self.listing.read_at > IDLE_S:
-            self.listing = None
+        self.listing = unless_idle(self.listing, now_s)
         for group in [g for g, w in self.group_windows.items() if not w.count(now_s)]:
             if group not in self.group_active:
                 del self.group_windows[group]

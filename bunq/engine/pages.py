@@ -1,16 +1,21 @@
 """Cursor pages of a state's jobs (``get_jobs_page``; :mod:`bunq.pages` has the contract).
 
-Completed and failed jobs are read from their queue's time index
-(:class:`~.finished.Finished`): a page costs O(log n + page) at any depth.
+Every page of a state with many jobs costs O(log n + page) at any depth:
 
-Waiting, paused, delayed, waiting-children and active pages are a *selection*
-over the shard's records: the ``limit + 1`` smallest sort keys after the
-cursor (``heapq.nsmallest``), O(jobs in the shard) with no sort and no copy,
-at any depth alike (an offset read sorts them all, and the last page costs
-twice the first). The ready lanes are 4-ary heaps ordered for leasing; an
-index in listing order would cost every add and lease a second O(log n)
-insertion, which the hot path does not pay for a page an operator may never
-ask for (docs/performance.md, "Cursor pages").
+- completed and failed jobs are read from their queue's time index
+  (:class:`~.finished.Finished`);
+- waiting (or paused) and delayed jobs from the queue's *listings*
+  (:mod:`.listing`): the ready or delayed records in listing order, built by
+  the first page read of the queue and state (O(n log n), once), kept in step
+  by every transition afterwards and dropped after ten unread minutes. The
+  ready lanes are heaps ordered for leasing and the delayed heap is the
+  shard's, by time: neither gives the jobs after a cursor without a scan and
+  a sort of all of them; a listing kept for every queue would cost each add
+  and lease a second insertion, so only queues someone pages through keep one
+  (the trade-off and its figures: docs/performance.md, "Cursor pages");
+- active and waiting-children jobs, fewer by nature (leases in flight, parents
+  waiting for children), are a selection of the ``limit + 1`` smallest keys
+  after the cursor (``heapq.nsmallest``): O(those jobs of the shard), no sort.
 """
 
 from __future__ import annotations
@@ -22,15 +27,12 @@ from typing import Any
 from ..job import JobState
 from ..pages import JobPage, Key, cut, decode, page_limit
 from .core import Core
+from .listing import Listing, run_order
 from .query import result_of
-from .record import CHILDREN, WAITING, Rec, snapshot
+from .record import CHILDREN, Rec, snapshot
 
 _READY_KEY = (int, int, int)  # Rec.order_key
 _TIME_KEY = (int, int)  # (time, signed admission number)
-
-
-def _delayed_key(rec: Rec) -> tuple[int, int]:
-    return rec.run_at, rec.signed_seq()
 
 
 def _select(recs: Iterable[Rec], key: Callable[[Rec], Any], after: Key | None,
@@ -46,34 +48,42 @@ def get_jobs_page(core: Core, queue: str, state: JobState, limit: int = 100,
     state = JobState.parse(state)
     limit = page_limit(limit)
     finished = state is JobState.COMPLETED or state is JobState.FAILED
-    shape = _TIME_KEY if finished or state is JobState.DELAYED else _READY_KEY
-    key = None if after is None else decode(state, after, shape)
+    timed = finished or state is JobState.DELAYED
+    key: tuple[int, ...] | None = None  # the decoded shape holds only ints
+    if after is not None:
+        key = tuple(map(int, decode(state, after, _TIME_KEY if timed else _READY_KEY)))
+    n = limit + 1
     shard = core.route(queue)
     with shard.lock:
         q = shard.queues.get(queue)
         if q is None:
             return JobPage()
         now = core.clock()
+        now_s = now / 1000
         if finished:
             index = q.completed if state is JobState.COMPLETED else q.dlq
-            recs = (index.newest(0, limit + 1) if key is None
-                    else index.older_than(int(key[0]), int(key[1]), limit + 1))  # fmt: skip
-            rows = [(index.key_of(r), r) for r in recs]
-        else:
+            recs = index.newest(0, n) if key is None else index.older_than(key[0], key[1], n)
+            rows: list[tuple[Key, Rec]] = [(index.key_of(r), r) for r in recs]
+        elif state is JobState.DELAYED:
+            shard.promote(now)  # then the delayed heap holds exactly the delayed jobs
+            if q.delayed_listing is None:
+                delayed = shard.delayed
+                mine = (r for r in shard.jobs.values() if r.queue == queue and r.id in delayed)
+                q.delayed_listing = Listing(mine, now_s, run_order)
+            q.delayed_listing.read_at = now_s
+            rows = [(run_order(r), r) for r in q.delayed_listing.after(key, n)]
+        elif state is JobState.ACTIVE or state is JobState.WAITING_CHILDREN:
             if state is JobState.ACTIVE:
-                mine: Iterable[Rec] = (r for r in shard.active.values() if r.queue == queue)
-            elif state is JobState.WAITING_CHILDREN:
+                mine = (r for r in shard.active.values() if r.queue == queue)
+            else:
                 mine = (r for r in shard.jobs.values() if r.state is CHILDREN and r.queue == queue)
-            elif state is JobState.DELAYED:
-                mine = (r for r in shard.jobs.values()
-                        if r.state is WAITING and r.run_at > now and r.queue == queue)  # fmt: skip
-            elif (state is JobState.PAUSED) != q.paused:
-                return JobPage()
-            else:  # the ready lanes' listing, and the few parked jobs
-                shard.promote(now)
-                listing = q.lanes.listed(shard.jobs, queue, now / 1000)
-                ready = listing.after(key, limit + 1)  # type: ignore[arg-type]
-                mine = [*ready, *q.parked.values()] if q.parked else ready
-            by = _delayed_key if state is JobState.DELAYED else Rec.order_key
-            rows = [(by(r), r) for r in _select(mine, by, key, limit + 1)]
+            rows = [(r.order_key(), r) for r in _select(mine, Rec.order_key, key, n)]
+        elif (state is JobState.PAUSED) != q.paused:
+            return JobPage()
+        else:
+            shard.promote(now)  # then the lanes hold exactly the due jobs (and `parked`)
+            ready = q.lanes.listed(shard.jobs, queue, now_s).after(key, n)
+            if q.parked:  # ready jobs whose TTL ran out, until the sweep takes them
+                ready = _select([*ready, *q.parked.values()], Rec.order_key, key, n)
+            rows = [(r.order_key(), r) for r in ready]
         return cut(state, [(k, snapshot(r, now, result_of(core, r))) for k, r in rows], limit)

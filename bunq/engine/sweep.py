@@ -23,6 +23,7 @@ from ..policy import decide_stall
 from ..values import SweepResult
 from .core import Core
 from .dlq import maintain
+from .listing import unless_idle
 from .record import WAITING, Rec
 from .shard import Shard
 
@@ -123,6 +124,7 @@ def cleanup(shard: Shard, now: int) -> None:
     now_s = now / 1000
     for q in shard.queues.values():
         q.lanes.trim(now_s)
+        q.delayed_listing = unless_idle(q.delayed_listing, now_s)
 
 
 class Maintenance:

@@ -148,8 +148,17 @@ def test_last_page_and_unknown_queue(backend: Any) -> None:
 
 
 @requires(C.LIST_JOBS)
-@pytest.mark.parametrize("cursor", ["", "!!", "bm90IGpzb24", encode(JobState.DELAYED, (1, 2)),
-                                    encode(JobState.WAITING, ("x", 1, 2, 3, 4, 5)), 7])
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "",
+        "!!",
+        "bm90IGpzb24",
+        encode(JobState.DELAYED, (1, 2)),
+        encode(JobState.WAITING, ("x", 1, 2, 3, 4, 5)),
+        7,
+    ],
+)
 def test_bad_cursors_are_refused(backend: Any, cursor: Any) -> None:
     add(backend, data=1)
     add(backend, data=2)

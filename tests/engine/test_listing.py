@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from engine.test_model import EngineModel
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
-from engine.test_model import EngineModel
 
 from bunq.engine import Engine, listing
 from bunq.engine.listing import Listing

@@ -56,13 +56,16 @@ class SqlPages(SqlCore):
                 return JobPage()
             else:
                 rows = self._ready(tx, "waiting", key, n, queue=queue, now=now)
+        keyed: list[Key]
         if finished:
             keyed = [(r[COL.finished_at], r[COL.seq], r[COL.id]) for r in rows]
         elif timed:
             keyed = [(r[COL.run_at], r[COL.seq], r[COL.id]) for r in rows]
         else:
             keyed = [(r[COL.priority], r[COL.ord_at], r[COL.seq], r[COL.id]) for r in rows]
-        return cut(state, [(k, job_from_row(r, now)) for k, r in zip(keyed, rows)], limit)
+        return cut(
+            state, [(k, job_from_row(r, now)) for k, r in zip(keyed, rows, strict=True)], limit
+        )
 
     def _ready(self, tx: Tx, kind: str, key: Key | None, n: int,
                **args: Any) -> list[tuple[Any, ...]]:  # fmt: skip

@@ -183,7 +183,9 @@ def _bq_jobs(backend: Backend, queue: str, state: JobState, offset: int, limit: 
 
 
 @command("BqGetJobsPage")
-async def bq_get_jobs_page(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
+async def bq_get_jobs_page(
+    ctx: ServerContext, msg: Mapping[str, Any], s: Session
+) -> dict[str, Any]:
     """``{queue, state, limit, after}`` -> ``{jobs, next}``: a cursor page (bunq.pages)."""
     args = (
         ctx.backend,
