@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ....backends.base import Backend, Capability, require
-from ....errors import JobNotFound, UnsupportedError, ValidationError
+from ....errors import JobNotFound, UnsupportedError
 from ....job import JobState
 from ....wire_shapes import job_to_wire
 from ...fields import as_int
@@ -53,13 +53,8 @@ async def list_jobs(req: Request) -> dict[str, Any]:
     limit = query_int(req, "limit", 50, 1, MAX_PAGE)
     cursor = req.query.get("cursor") or None
     ctx = req.server.ctx
-    try:
-        page: dict[str, Any] = await ctx.run(_page, ctx.backend, req.params["queue"], state,
-                                             limit, cursor)  # fmt: skip
-    except ValidationError as e:
-        if e.data.get("field") != "after":
-            raise
-        raise ValidationError(str(e), field="cursor") from None
+    page: dict[str, Any] = await ctx.run(_page, ctx.backend, req.params["queue"], state, limit,
+                                         cursor)  # fmt: skip
     return page
 
 
