@@ -89,6 +89,8 @@ class Lanes:
         :param blocked: groups found ineligible earlier in this lease call.
         """
         ready = self.ready
+        if not self.groups and self.listing is None:  # the common case, kept short
+            return ready.pop() if len(ready) else None
         if self.groups:
             found = self._next_group(limits, now_s, blocked)
             if found is not None:
