@@ -29,6 +29,7 @@ from .errors import (
 )  # fmt: skip
 from .flow import FlowJob, FlowProducer, FlowResult
 from .job import Backoff, DlqEntry, FailureReason, Job, JobOptions, JobState, Lease, Settle
+from .pages import JobPage
 from .queue import Queue
 from .tick import TickResult, tick
 from .worker import Worker
@@ -39,8 +40,8 @@ __all__ = [
     "Backend", "BackendError", "BackendUnavailable", "Backoff", "BunqError", "Capability",
     "ConfigError", "DelayedError", "DependencyError", "DlqConfig", "DlqEntry", "DuplicateJob",
     "FailureReason", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
-    "JobOptions", "JobState", "JobStateError", "Lease", "LeaseLost", "PayloadTooLarge", "Queue",
-    "QueueLimits",
+    "JobOptions", "JobPage", "JobState", "JobStateError", "Lease", "LeaseLost", "PayloadTooLarge",
+    "Queue", "QueueLimits",
     "Retry", "Schedule", "Scheduler", "Settle", "TickResult", "UnrecoverableError",
     "UnsupportedError", "ValidationError", "Worker", "connect", "tick", "__version__",
 ]  # fmt: skip
