@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.batching",
             "bunq.stacks",
             "bunq.jobrules",
+            "bunq.pages",
         ),
     ),
     ("core", ("bunq._core",)),
