@@ -2,6 +2,11 @@
 
     python bench/http_pages.py                       # memory and sqlite, 100k jobs
     python bench/http_pages.py --jobs 1000000 --backends memory
+    python bench/http_pages.py --backends postgres   # a fresh schema on BUNQ_PG_DSN
+
+On PostgreSQL the table is ANALYZEd after the fill: with the statistics of an
+empty table the planner sorts the whole state for any page (offset or cursor),
+until autovacuum has looked at the new rows.
 
 For each backend, an in-process ``bunq serve`` (HTTP on a free loopback port)
 holds ``--jobs`` waiting jobs in one queue (added in bulk through the backend).
@@ -11,7 +16,12 @@ request per connection); the median and the worst, in ms, are printed as JSON:
 - ``queues``: ``GET /queues`` (the overview table: counts per queue);
 - ``counts``: ``GET /queues/q/counts``;
 - ``first_page`` / ``middle_page`` / ``last_page``: ``GET /queues/q/jobs/list``
-  with ``limit=25`` at position 0, N/2 and N-25 (the cursor carries the position);
+  with ``limit=25`` after no cursor, after job N/2 and after job N-25 (keyset
+  cursors from ``Backend.get_jobs_page``, reached page by page before timing);
+- ``first_read_ms``: the very first page request, untimed above (on memory it
+  builds the queue's listing, once: bunq/engine/listing.py);
+- ``offset_first`` / ``offset_last``: ``Backend.get_jobs(offset, 25)`` called
+  directly at offset 0 and N-25, the position read the cursor replaced;
 - ``job``: ``GET /jobs/{id}``.
 """
 
@@ -20,6 +30,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -30,10 +41,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bunq.backends import connect
-from bunq.job import JobOptions, NewJob, new_job_id
+from bunq.job import JobOptions, JobState, NewJob, new_job_id
+from bunq.pages import MAX_PAGE
 from bunq.server.app import BackgroundServer
 from bunq.server.context import ServerConfig
-from bunq.server.http.routes.jobs import encode_cursor
 
 
 def _fill(backend: Any, n: int) -> str:
@@ -45,6 +56,34 @@ def _fill(backend: Any, n: int) -> str:
         backend.add(batch)
         first = first or batch[0].id
     return first
+
+
+def _cursor_at(backend: Any, pos: int) -> str:
+    """The cursor of the waiting page that starts after job ``pos`` (pages of MAX_PAGE)."""
+    after, done = None, 0
+    while done < pos:
+        page = backend.get_jobs_page("q", JobState.WAITING, min(MAX_PAGE, pos - done), after)
+        after, done = page.next, done + len(page.jobs)
+    assert after is not None
+    return str(after)
+
+
+def _direct(fn: Any, repeat: int) -> dict[str, float]:
+    took = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        took.append((time.perf_counter() - t0) * 1000)
+    return {"median_ms": round(statistics.median(took), 2), "max_ms": round(max(took), 2)}
+
+
+def _url(kind: str, tmp: str) -> str:
+    if kind == "memory":
+        return "memory://"
+    if kind == "sqlite":
+        return f"sqlite:///{tmp}/bench.db"
+    dsn = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+    return f"{dsn}?schema=bench_pages_{os.getpid()}"
 
 
 def _time(port: int, path: str, repeat: int) -> dict[str, float]:
@@ -63,25 +102,36 @@ def _time(port: int, path: str, repeat: int) -> dict[str, float]:
 
 def run(kind: str, n: int, repeat: int) -> dict[str, Any]:
     tmp = tempfile.mkdtemp()
-    url = "memory://" if kind == "memory" else f"sqlite:///{tmp}/bench.db"
-    backend = connect(url)
+    backend = connect(_url(kind, tmp))
     t0 = time.perf_counter()
     first = _fill(backend, n)
     fill_s = time.perf_counter() - t0
+    if kind == "postgres":  # the statistics autovacuum gathers a while after a bulk load
+        import psycopg
+
+        with psycopg.connect(_url(kind, tmp).split("?")[0], autocommit=True) as con:
+            con.execute(f"ANALYZE bench_pages_{os.getpid()}.jobs")
     with BackgroundServer(backend, ServerConfig(port=0, http_port=0)) as srv:
         port = srv.server.http_port or 0
         page = "/queues/q/jobs/list?state=waiting&limit=25"
+        first_read = _time(port, page, 1)["max_ms"]
         paths = {
             "queues": "/queues",
             "counts": "/queues/q/counts",
             "first_page": page,
-            "middle_page": f"{page}&cursor={encode_cursor('waiting', n // 2)}",
-            "last_page": f"{page}&cursor={encode_cursor('waiting', max(n - 25, 0))}",
+            "middle_page": f"{page}&cursor={_cursor_at(backend, n // 2)}",
+            "last_page": f"{page}&cursor={_cursor_at(backend, max(n - 25, 1))}",
             "job": f"/jobs/{first}",
         }
-        out = {name: _time(port, path, repeat) for name, path in paths.items()}
+        out: dict[str, Any] = {name: _time(port, path, repeat) for name, path in paths.items()}
+    waiting = JobState.WAITING
+    out["offset_first"] = _direct(lambda: backend.get_jobs("q", waiting, 0, 25), repeat)
+    out["offset_last"] = _direct(lambda: backend.get_jobs("q", waiting, max(n - 25, 0), 25), repeat)
+    if kind == "postgres":
+        backend.obliterate("q", force=True)
     backend.close()
-    return {"backend": kind, "jobs": n, "fill_s": round(fill_s, 1), **out}
+    return {"backend": kind, "jobs": n, "fill_s": round(fill_s, 1), "first_read_ms": first_read,
+            **out}  # fmt: skip
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from .execution import JobContext
 from .flow import FlowJob, FlowProducer, FlowResult
 from .job import Backoff, DlqEntry, FailureReason, Job, JobOptions, JobState, Lease, Settle
 from .jobevents import EventKind, JobEvent
+from .pages import JobPage
 from .queue import Queue
 from .queue_events import QueueEvents
 from .tick import TickResult, tick
@@ -48,7 +49,7 @@ __all__ = [
     "FailureReason", "GroupFull", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
     "JobOptions", "JobState", "JobStateError", "Lease", "LeaseLost", "PayloadTooLarge", "Queue",
     "QueueLimits", "QueueEvents", "JobEvent", "EventKind", "JobContext", "JobCancelled",
-    "JobFailed", "WaitTimeout",
+    "JobFailed", "WaitTimeout", "JobPage",
     "Retry", "Schedule", "Scheduler", "Settle", "TickResult", "UnrecoverableError",
     "UnsupportedError", "ValidationError", "Worker", "connect", "tick", "__version__",
 ]  # fmt: skip

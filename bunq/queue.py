@@ -29,6 +29,7 @@ from .jobevents import EventKind, JobEvent, added_events
 from .jobrules import FlowFailure
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
+from .pages import JobPage
 from .policy import FailDecision
 from .queue_events import wait_for
 from .repeat import PREFIX, add_repeatable
@@ -225,6 +226,20 @@ class Queue:
 
     def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
         return self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
+
+    def get_jobs_page(self, state: JobState | str, limit: int = 100,
+                      after: str | None = None) -> JobPage:  # fmt: skip
+        """One page of :meth:`get_jobs`' order after the cursor ``after`` (a keyset read).
+
+        ``page.next`` is the cursor of the following page (None on the last one)::
+
+            page = queue.get_jobs_page("waiting", 100)
+            while page.next:
+                page = queue.get_jobs_page("waiting", 100, after=page.next)
+
+        :raises ValidationError: ``after`` is not a cursor of this state and backend.
+        """
+        return self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
 
     def counts(self) -> dict[str, int]:
         """Return job counts keyed by JobState values (every state present)."""

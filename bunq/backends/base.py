@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import UnsupportedError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle
+from ..pages import JobPage
 from ..policy import FailDecision
 from ..queueconfig import DlqConfig as DlqConfig  # model value types, re-exported
 from ..queueconfig import QueueLimits as QueueLimits
@@ -90,6 +91,14 @@ class Backend(Protocol):
     def get_job(self, job_id: JobId) -> Job | None: ...
     def get_jobs(self, queue: str, state: JobState, offset: int = 0,
                  limit: int = 100) -> list[Job]: ...  # fmt: skip
+    def get_jobs_page(self, queue: str, state: JobState, limit: int = 100,
+                      after: str | None = None) -> JobPage:  # fmt: skip
+        """The page of ``get_jobs``' order after the opaque cursor ``after`` (:mod:`bunq.pages`).
+
+        Part of ``Capability.LIST_JOBS``; a keyset read, never a skip over earlier jobs.
+        """
+        ...
+
     def counts(self, queue: str) -> dict[JobState, int]: ...
     def queues(self) -> list[str]: ...
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]: ...

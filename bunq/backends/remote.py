@@ -29,6 +29,7 @@ from ..client_link import Link
 from ..errors import BunqError, ConfigError, ValidationError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
 from ..jobevents import EventKind, JobEvent
+from ..pages import JobPage, page_limit
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..validate import page
@@ -227,6 +228,12 @@ class RemoteBackend:
             "BqGetJobs", queue=queue, state=JobState.parse(state).value, offset=offset, limit=limit
         )
         return [job_from_bq(r) for r in reply["jobs"]]
+
+    def get_jobs_page(self, queue: str, state: JobState, limit: int = 100,
+                      after: str | None = None) -> JobPage:  # fmt: skip
+        reply = self._read("BqGetJobsPage", queue=queue, state=JobState.parse(state).value,
+                           limit=page_limit(limit), after=after)  # fmt: skip
+        return JobPage([job_from_bq(r) for r in reply["jobs"]], reply["next"])
 
     def counts(self, queue: str) -> dict[JobState, int]:
         counts = self._read("BqCounts", queue=queue)["counts"]

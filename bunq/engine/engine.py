@@ -13,6 +13,7 @@ module          operations
 ``sweep``       sweep, the maintenance thread
 ``dlq``         dlq_list, dlq_retry, dlq_purge, dlq_size, dlq_remove, dlq_config
 ``query``       get_job, get_jobs, counts, queues, children results, progress, logs
+``pages``       get_jobs_page (cursor pages)
 ``control``     pause, resume, drain, clean, obliterate, limits, kv records
 ``jobops``      remove_job, retry_job, promote, priority, delay, data, discard...
 ==============  ===========================================================
@@ -28,7 +29,7 @@ from typing import Any
 
 from ..job import now_ms
 from ..values import SweepResult
-from . import ack, control, dlq, flowfail, jobops, parents, pull, push, query
+from . import ack, control, dlq, flowfail, jobops, pages, parents, pull, push, query
 from . import sweep as sweeps
 from .config import EngineConfig
 from .core import Core
@@ -58,6 +59,7 @@ class Engine(Core):
 
     get_job = query.get_job
     get_jobs = query.get_jobs
+    get_jobs_page = pages.get_jobs_page
     counts = query.counts
     completed_retired = query.completed_retired
     queues = query.queues

@@ -91,6 +91,26 @@ class Finished:
         start = offset - after
         return [e[2] for e in ranked[start : start + count]]
 
+    def key_of(self, rec: Rec) -> tuple[int, int]:
+        """Return the sort key of an indexed ``rec``: (its time here, signed admission number)."""
+        return int(self._order.score_of(rec.id)), rec.signed_seq()
+
+    def older_than(self, at: int, sseq: int, count: int) -> list[Rec]:
+        """Return up to ``count`` records after key (``at``, ``sseq``) in the newest-first order.
+
+        The cursor read of :meth:`newest`: O(log n + count + ties at ``at``),
+        whether or not the record at the key is still here.
+        """
+        order, recs = self._order, self._recs
+        tied = [recs[jid] for jid, _ in order.range_by_score(at, at)]
+        out = sorted((r for r in tied if r.signed_seq() < sseq), key=Rec.signed_seq, reverse=True)
+        del out[count:]
+        if len(out) < count:
+            above = order.range_by_score(at, math.inf, 1)  # the first at or after `at`
+            below = order.rank(above[0][0]) if above else len(order)  # how many are older
+            out += self.newest(len(order) - below, count - len(out))
+        return out
+
     def _check(self) -> None:
         """Assert the index and the records agree (tests; O(n))."""
         self._order._check()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from .._core import IndexedHeap, SlidingWindow
 from ..queueconfig import QueueLimits
+from .listing import Listing, unless_idle
 from .record import Rec
 
 
@@ -33,7 +34,8 @@ def outranks(a: Rec, b: Rec) -> bool:
 class Lanes:
     """The ready jobs of one queue, by lane, plus per-group admission state."""
 
-    __slots__ = ("ready", "groups", "rotation", "cursor", "group_active", "group_windows")
+    __slots__ = ("ready", "groups", "rotation", "cursor", "group_active", "group_windows",
+                 "listing")  # fmt: skip
 
     def __init__(self) -> None:
         self.ready: IndexedHeap[str] = IndexedHeap()
@@ -42,6 +44,8 @@ class Lanes:
         self.cursor = 0
         self.group_active: dict[str, int] = {}
         self.group_windows: dict[str, SlidingWindow] = {}
+        # the same records in listing order, once a page of them was read (listing.py)
+        self.listing: Listing | None = None
 
     def push(self, rec: Rec, eseq: int) -> None:
         """Make ``rec`` ready with entry number ``eseq``.
@@ -52,6 +56,8 @@ class Lanes:
         of different lanes.
         """
         rec.eseq = eseq
+        if self.listing is not None:
+            self.listing.add(rec)
         group = rec.group
         if group is None:
             self.ready.push(rec.id, rec.priority, rec.lifo, eseq)
@@ -65,9 +71,13 @@ class Lanes:
     def discard(self, rec: Rec) -> bool:
         """Remove ``rec`` from its lane; return whether it was there."""
         if rec.group is None:
-            return bool(self.ready.discard(rec.id))
-        lane = self.groups.get(rec.group)
-        return lane is not None and bool(lane.discard(rec.id))
+            gone = bool(self.ready.discard(rec.id))
+        else:
+            lane = self.groups.get(rec.group)
+            gone = lane is not None and bool(lane.discard(rec.id))
+        if gone and self.listing is not None:
+            self.listing.remove(rec)
+        return gone
 
     def pick(self, jobs: dict[str, Rec], limits: QueueLimits | None, now_s: float,
              blocked: set[str]) -> str | None:  # fmt: skip
@@ -79,19 +89,27 @@ class Lanes:
         :param blocked: groups found ineligible earlier in this lease call.
         """
         ready = self.ready
-        if not self.groups:
+        if not self.groups and self.listing is None:  # the common case, kept short
             return ready.pop() if len(ready) else None
-        found = self._next_group(limits, now_s, blocked)
-        if found is not None:
-            gkey, group, idx = found
-            if not len(ready) or outranks(jobs[gkey], jobs[ready.peek()]):
-                self.groups[group].pop()
-                window = self.group_windows.get(group)
-                if window is not None:
-                    window.try_acquire(now_s, 1)
-                self.cursor = idx + 1
-                return gkey
-        return ready.pop() if len(ready) else None
+        if self.groups:
+            found = self._next_group(limits, now_s, blocked)
+            if found is not None:
+                gkey, group, idx = found
+                if not len(ready) or outranks(jobs[gkey], jobs[ready.peek()]):
+                    self.groups[group].pop()
+                    window = self.group_windows.get(group)
+                    if window is not None:
+                        window.try_acquire(now_s, 1)
+                    self.cursor = idx + 1
+                    if self.listing is not None:
+                        self.listing.remove(jobs[gkey])
+                    return gkey
+        if not len(ready):
+            return None
+        jid = ready.pop()
+        if self.listing is not None:
+            self.listing.remove(jobs[jid])
+        return jid
 
     def _next_group(self, limits: QueueLimits | None, now_s: float,
                     blocked: set[str]) -> tuple[str, str, int] | None:  # fmt: skip
@@ -137,8 +155,21 @@ class Lanes:
         """Return how many jobs are in the lanes (O(groups))."""
         return len(self.ready) + sum(len(lane) for lane in self.groups.values())
 
+    def listed(self, jobs: dict[str, Rec], queue: str, now_s: float) -> Listing:
+        """Return the listing of the ready records (built from ``jobs`` on first use)."""
+        listing = self.listing
+        if listing is None:
+            ready, groups = self.ready, self.groups
+            self.listing = listing = Listing((r for r in jobs.values() if r.queue == queue and (
+                r.id in ready or (r.group is not None and r.id in groups.get(r.group, ())))),
+                now_s)  # fmt: skip
+        listing.read_at = now_s
+        return listing
+
     def trim(self, now_s: float) -> None:
-        """Drop per-group state of idle groups (bounded memory; sweep calls it)."""
+        """Drop per-group state of idle groups, and a listing unread for ``IDLE_S``
+        (bounded memory; sweep calls it)."""
+        self.listing = unless_idle(self.listing, now_s)
         for group in [g for g, w in self.group_windows.items() if not w.count(now_s)]:
             if group not in self.group_active:
                 del self.group_windows[group]

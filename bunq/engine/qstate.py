@@ -8,6 +8,7 @@ from .._core import TokenBucket
 from ..queueconfig import DlqConfig, QueueLimits
 from .finished import Finished
 from .lanes import Lanes
+from .listing import Listing
 from .record import Rec
 
 DEFAULT_DLQ = DlqConfig()
@@ -30,6 +31,7 @@ class QueueState:
         "name", "lanes", "parked", "completed", "dlq", "paused", "limits", "bucket",
         "dlq_config", "has_row", "cond", "nwait", "n_waiting", "n_delayed", "n_active",
         "n_children", "dlq_evicted", "version", "stuck", "completed_dropped", "group_pending",
+        "delayed_listing",
     )  # fmt: skip
 
     def __init__(self, name: str, jobs: dict[str, Rec]) -> None:
@@ -60,6 +62,8 @@ class QueueState:
         # wait() blocks until it moves again instead of spinning.
         self.version = 0
         self.stuck = -1
+        # this queue's delayed jobs in listing order, once a page of them was read
+        self.delayed_listing: Listing | None = None
 
     def total(self) -> int:
         """Return how many jobs the queue holds in any state."""

@@ -149,6 +149,8 @@ class Shard:
             rec = jobs[jid]
             q = queues[rec.queue]
             q.n_delayed -= 1
+            if q.delayed_listing is not None:
+                q.delayed_listing.remove(rec)
             self.eseq += 1
             q.lanes.push(rec, self.eseq)
             q.n_waiting += 1
@@ -164,6 +166,8 @@ class Shard:
             if rec.run_at < self.next_due:
                 self.next_due = rec.run_at
             q.n_delayed += 1
+            if q.delayed_listing is not None:
+                q.delayed_listing.add(rec)
         else:
             self.eseq += 1
             q.lanes.push(rec, self.eseq)
@@ -184,6 +188,8 @@ class Shard:
             _group_left(q, rec.group)
         if self.delayed.discard(rec.id):
             q.n_delayed -= 1
+            if q.delayed_listing is not None:
+                q.delayed_listing.remove(rec)
             return
         if not q.lanes.discard(rec):
             q.parked.pop(rec.id, None)
@@ -198,6 +204,8 @@ class Shard:
         rec.state = WAITING
         rec.eseq = self.eseq = self.eseq + 1
         q.lanes.ready.push(rec.id, rec.priority, rec.lifo, rec.eseq)
+        if q.lanes.listing is not None:
+            q.lanes.listing.add(rec)
         q.n_waiting += 1
         q.version += 1
         if q.nwait:
@@ -377,6 +385,11 @@ class Shard:
             assert q.n_delayed == n_delayed, name
             assert q.n_waiting == len(waiting) - n_delayed, name
             assert q.lanes.ready_ids() + len(q.parked) == q.n_waiting, name
+            ready = {r.id for r in waiting if r.id not in delayed} - set(q.parked)
+            if q.lanes.listing is not None:
+                q.lanes.listing._check(ready)
+            if q.delayed_listing is not None:
+                q.delayed_listing._check({r.id for r in waiting if r.id in delayed})
             assert q.n_active == sum(r.state is ACTIVE for r in recs), name
             assert q.n_children == sum(r.state is CHILDREN for r in recs), name
             for finished, state in ((q.completed, COMPLETED), (q.dlq, FAILED)):

@@ -24,6 +24,7 @@ from ..values import SweepResult
 from .core import Core
 from .dlq import maintain
 from .flowfail import settle_flows
+from .listing import unless_idle
 from .record import WAITING, Rec
 from .shard import Shard
 
@@ -125,6 +126,7 @@ def cleanup(shard: Shard, now: int) -> None:
     now_s = now / 1000
     for q in shard.queues.values():
         q.lanes.trim(now_s)
+        q.delayed_listing = unless_idle(q.delayed_listing, now_s)
 
 
 class Maintenance:

@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.stacks",
             "bunq.jobrules",
             "bunq.jobevents",
+            "bunq.pages",
         ),
     ),
     ("core", ("bunq._core",)),

@@ -42,6 +42,7 @@ from .deps import RemoteDeps
 from .errors import translated
 from .events import RedisEventLog
 from .keys import Keys
+from .pages import RedisPages
 from .rows import fields, job_from_hash
 from .scripts import SCRIPTS, Script
 
@@ -77,7 +78,7 @@ def _opt_args(o: JobOptions) -> list[Any]:
     return args
 
 
-class RedisBackend(RemoteDeps, RedisAdmin):
+class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
     """Backend over one Redis server (or one cluster slot per queue).
 
     :param url: ``redis://host:port/db?prefix=bunq`` (see :mod:`.config`).

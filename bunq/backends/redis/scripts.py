@@ -14,10 +14,10 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 _DIR = resources.files(__package__) / "lua"
-_WITH_PROMOTE = {"lease", "list", "remove"}
+_WITH_PROMOTE = {"lease", "list", "page", "remove"}
 _GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag, without common.lua
 NAMES = ("add", "lease", "complete", "fail", "extend", "sweep_read", "sweep_apply", "house",
-         "counts", "list", "read", "remove", "dlq_retry", "jobdata", "link", "xrelease",
+         "counts", "list", "page", "read", "remove", "dlq_retry", "jobdata", "link", "xrelease",
          "kv_put", "index_put", "jobop")  # fmt: skip
 
 
@@ -71,6 +71,7 @@ class Scripts:
     house: Script
     counts: Script
     list: Script
+    page: Script
     read: Script
     remove: Script
     dlq_retry: Script

@@ -653,6 +653,48 @@ FLOW_FAIL = {
 }
 
 
+# Cursor pages (bunq.pages): keyset reads that resume after the last job of the previous
+# page with an index seek. Each order gets `id` as its last key (seq is per process, so
+# two processes can share one). The ready order seeks inside the cursor's priority on
+# jobs_queue (queue, state, priority DESC, ord_at, seq), then reads the lower priorities;
+# delayed jobs seek on jobs_delayed (queue, run_at), finished ones on jobs_finished.
+_READY_STATE = {"waiting": "state = 'waiting' AND run_at <= :now", "state": "state = :state"}
+_READY_ORDER = "priority DESC, ord_at, seq, id"
+
+
+def _page(where: str, order: str) -> str:
+    """A page of the queue's jobs matching ``where``, in ``order``."""
+    where = f"queue = :queue AND {where}"
+    return f"SELECT {JOB_COLS} FROM {{jobs}} WHERE {where} ORDER BY {order} LIMIT :limit"
+
+
+PAGES = {
+    **{f"page_{name}_first": _page(cond, _READY_ORDER) for name, cond in _READY_STATE.items()},
+    **{
+        f"page_{name}_tie": _page(
+            f"{cond} AND priority = :p AND ord_at >= :o"
+            " AND (ord_at > :o OR seq > :s OR (seq = :s AND id > :id))",
+            "ord_at, seq, id",
+        )
+        for name, cond in _READY_STATE.items()
+    },
+    **{
+        f"page_{name}_below": _page(f"{cond} AND priority < :p", _READY_ORDER)
+        for name, cond in _READY_STATE.items()
+    },
+    "page_delayed": _page(
+        "state = 'waiting' AND run_at > created_at AND run_at > :now AND run_at >= :o"
+        " AND (run_at > :o OR seq > :s OR (seq = :s AND id > :id))",
+        "run_at, seq, id",
+    ),
+    "page_finished": _page(
+        "state = :state AND finished_at IS NOT NULL AND finished_at <= :o"
+        " AND (finished_at < :o OR seq < :s OR (seq = :s AND id < :id))",
+        "finished_at DESC, seq DESC, id DESC",
+    ),
+}
+
+
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
@@ -671,7 +713,7 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
-    stmts = {**Q, **JOB_OPS, **FLOW_FAIL}
+    stmts = {**Q, **JOB_OPS, **FLOW_FAIL, **PAGES}
     if dialect.name == "postgres":
         stmts.update(PG_ONLY)
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}

@@ -37,13 +37,14 @@ from .admin import SqlAdmin
 from .core import Tx, iter_chunks, unit_of_work
 from .groupcommit import GroupCommit
 from .groups import SqlGroups
+from .pages import SqlPages
 from .rows import COL, job_from_row
 from .sweep import SqlSweep
 
 LIVE_STATES = ("waiting", "active", "waiting-children")
 
 
-class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
+class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
     """Backend over one SQL database that is the single source of truth.
 
     :param clock: epoch-ms clock for every decision (tests inject a fake one).

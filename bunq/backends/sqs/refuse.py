@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from ...errors import UnsupportedError
 from ...job import Job, JobId, JobState
+from ...pages import JobPage
 from ..base import QueueLimits, check_queue_name
 
 
@@ -33,6 +34,10 @@ class Refusals:
 
     def get_jobs(self, queue: str, state: JobState, offset: int = 0,
                  limit: int = 100) -> list[Job]:  # fmt: skip
+        self._refuse("list_jobs", "SQS cannot list messages by state; counts() is approximate")
+
+    def get_jobs_page(self, queue: str, state: JobState, limit: int = 100,
+                      after: str | None = None) -> JobPage:  # fmt: skip
         self._refuse("list_jobs", "SQS cannot list messages by state; counts() is approximate")
 
     def get_children_results(self, parent_id: JobId) -> dict[JobId, Any]:

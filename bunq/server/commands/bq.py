@@ -182,6 +182,27 @@ def _bq_jobs(backend: Backend, queue: str, state: JobState, offset: int, limit: 
     return [job_to_bq(j) for j in backend.get_jobs(queue, state, offset, limit)]
 
 
+@command("BqGetJobsPage")
+async def bq_get_jobs_page(
+    ctx: ServerContext, msg: Mapping[str, Any], s: Session
+) -> dict[str, Any]:
+    """``{queue, state, limit, after}`` -> ``{jobs, next}``: a cursor page (bunq.pages)."""
+    args = (
+        ctx.backend,
+        queue_of(msg),
+        state_of(msg.get("state")),
+        opt_int(msg, "limit", 100),  # bounds and the cursor: the backend's (bunq.pages)
+        msg.get("after"),
+    )
+    return await ctx.run(_bq_page, *args)  # a page is at most bunq.pages.MAX_PAGE jobs
+
+
+def _bq_page(backend: Backend, queue: str, state: JobState, limit: int,
+             after: Any) -> dict[str, Any]:  # fmt: skip
+    page = backend.get_jobs_page(queue, state, limit, after)
+    return {"jobs": [job_to_bq(j) for j in page.jobs], "next": page.next}
+
+
 @command("BqCounts")
 async def bq_counts(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     counts = await ctx.run(ctx.backend.counts, queue_of(msg))

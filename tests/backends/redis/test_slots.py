@@ -86,6 +86,7 @@ def workload(be: Any, clock: Any) -> None:
     be.add_log(a.id, "line")
     be.get_job(a.id)
     be.get_jobs("q", JobState.WAITING)
+    be.get_jobs_page("q", JobState.WAITING, 1)
     be.counts("q")
     leases = be.lease("q", 10, 1_000)
     assert a.id in {lease.id for lease in leases}

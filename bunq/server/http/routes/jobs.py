@@ -1,20 +1,17 @@
 """Jobs: add, get, list by state (cursor pages), search, progress, logs, per-job operations.
 
 A page of a listing ends with ``next``, an opaque cursor for the page after it
-(null on the last page). Today the cursor carries the position in the
-backend's ordered listing (``Backend.get_jobs`` reads by position); clients
-must treat it as opaque, so the server can move to keyset reads without a
-change on their side.
+(null on the last page): the backend's keyset cursor (``Backend.get_jobs_page``,
+:mod:`bunq.pages`), so a deep page costs what the first does and jobs added
+or removed between pages shift nothing.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from ....backends.base import Backend, Capability, require
-from ....errors import JobNotFound, UnsupportedError, ValidationError
+from ....errors import JobNotFound, UnsupportedError
 from ....job import JobState
 from ....wire_shapes import job_to_wire
 from ...fields import as_int
@@ -24,22 +21,6 @@ from ..schemas import ANY, EMPTY, INT, JOB, NEW_JOB, NULLABLE_STR, NUM, STATE, S
 from ..transport import Request
 
 MAX_PAGE = 500
-
-
-def encode_cursor(state: str, position: int) -> str:
-    raw = json.dumps([state, position], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str, state: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        st, position = json.loads(raw)
-    except ValueError:
-        raise ValidationError("cursor is not one this server gave", field="cursor") from None
-    if st != state or not isinstance(position, int) or position < 0:
-        raise ValidationError("cursor belongs to another listing", field="cursor")
-    return position
 
 
 @route("POST", "/queues/{queue}/jobs", "Add a job; a live custom id (jobId) returns its job",
@@ -56,11 +37,12 @@ async def add_bulk(req: Request) -> dict[str, Any]:
     return await call(req, "PUSHB", {"jobs": jobs, "queue": req.params["queue"]})
 
 
-def _page(backend: Backend, queue: str, state: JobState, pos: int, limit: int) -> Any:
-    jobs = backend.get_jobs(queue, state, pos, limit + 1)
+def _page(backend: Backend, queue: str, state: JobState, limit: int, cursor: str | None) -> Any:
+    page = backend.get_jobs_page(queue, state, limit, cursor)
     paused = state is JobState.WAITING and backend.is_paused(queue)
     shown = JobState.PAUSED.value if paused else state.value
-    return [job_to_wire(j, shown, with_result=True) for j in jobs[:limit]], len(jobs) > limit
+    return {"jobs": [job_to_wire(j, shown, with_result=True) for j in page.jobs],
+            "next": page.next}  # fmt: skip
 
 
 @route("GET", "/queues/{queue}/jobs/list", "Jobs of one state, a page at a time", "jobs",
@@ -69,11 +51,11 @@ def _page(backend: Backend, queue: str, state: JobState, pos: int, limit: int) -
 async def list_jobs(req: Request) -> dict[str, Any]:
     state = state_of(req.query.get("state") or "waiting")
     limit = query_int(req, "limit", 50, 1, MAX_PAGE)
-    cursor = req.query.get("cursor")
-    pos = decode_cursor(cursor, state.value) if cursor else 0
+    cursor = req.query.get("cursor") or None
     ctx = req.server.ctx
-    jobs, more = await ctx.run(_page, ctx.backend, req.params["queue"], state, pos, limit)
-    return {"jobs": jobs, "next": encode_cursor(state.value, pos + limit) if more else None}
+    page: dict[str, Any] = await ctx.run(_page, ctx.backend, req.params["queue"], state, limit,
+                                         cursor)  # fmt: skip
+    return page
 
 
 @route("GET", "/jobs/search", "Find a job by id or custom id (a custom id is the job's id)",
