@@ -73,55 +73,147 @@ def rows(only: set[str]) -> list[dict[str, Any]]:
             out.append({"area": area, "row": label, "goal": goal, "bunq": bunq, "peers": peers,
                         "raw": raw or {}, "lower_is_better": lower})  # fmt: skip
 
-    row("sqlite", f"SQLite W1: {s1:,} single adds", ("peer", 1.2),
+    row(
+        "sqlite",
+        f"SQLite W1: {s1:,} single adds",
+        ("peer", 1.2),
         ("bunq", "sqlite", "W1", str(s1)),
-        {"litequeue": ("side", "litequeue", "W1", str(s1)), "huey": ("side", "huey", "W1", str(s1))},
-        {"apsw 1-insert tx, bunq schema": ("bunq", "raw_sqlite", "W1", str(s1))})  # fmt: skip
-    row("sqlite", f"SQLite W2: {s2:,} in bulks of 1,000", ("peer", 2.0),
+        {
+            "litequeue": ("side", "litequeue", "W1", str(s1)),
+            "huey": ("side", "huey", "W1", str(s1)),
+        },
+        {"apsw 1-insert tx, bunq schema": ("bunq", "raw_sqlite", "W1", str(s1))},
+    )
+    row(
+        "sqlite",
+        f"SQLite W2: {s2:,} in bulks of 1,000",
+        ("peer", 2.0),
         ("bunq", "sqlite", "W2", str(s2)),
         {"litequeue": ("side", "litequeue", "W2", str(s2))},
-        {"apsw tx of 1,000, bunq schema": ("bunq", "raw_sqlite", "W2", str(s2))})  # fmt: skip
-    row("sqlite", f"SQLite W3: drain {s3:,}", ("peer", 1.0),
+        {"apsw tx of 1,000, bunq schema": ("bunq", "raw_sqlite", "W2", str(s2))},
+    )
+    row(
+        "sqlite",
+        f"SQLite W3: drain {s3:,}",
+        ("peer", 1.0),
         ("bunq", "sqlite", "W3", str(s3)),
-        {"litequeue": ("side", "litequeue", "W3", str(s3)), "huey": ("side", "huey", "W3", str(s3))})  # fmt: skip
-    row("sqlite", "SQLite W4: p99 ms at 1,000 jobs/s", ("p99_ms", 5.0),
-        ("bunq", "sqlite", "W4", str(W4_SECONDS)), {}, lower=True)  # fmt: skip
-    row("pg", f"PostgreSQL W1: {p1:,} single adds", ("peer", 1.5),
+        {
+            "litequeue": ("side", "litequeue", "W3", str(s3)),
+            "huey": ("side", "huey", "W3", str(s3)),
+        },
+    )
+    row(
+        "sqlite",
+        "SQLite W4: p99 ms at 1,000 jobs/s",
+        ("p99_ms", 5.0),
+        ("bunq", "sqlite", "W4", str(W4_SECONDS)),
+        {},
+        lower=True,
+    )
+    row(
+        "pg",
+        f"PostgreSQL W1: {p1:,} single adds",
+        ("peer", 1.5),
         ("bunq", "pg", "W1", str(p1)),
-        {"pgqueuer": ("side", "pgqueuer", "W1", str(p1)),
-         "procrastinate": ("side", "procrastinate", "W1", str(p1))},
-        {"psycopg INSERT per tx": ("side", "raw_pg", "W1", str(p1))})  # fmt: skip
-    row("pg", f"PostgreSQL W2: {p2:,} in bulks of 1,000", ("peer", 1.5),
+        {
+            "pgqueuer": ("side", "pgqueuer", "W1", str(p1)),
+            "procrastinate": ("side", "procrastinate", "W1", str(p1)),
+        },
+        {"psycopg INSERT per tx": ("side", "raw_pg", "W1", str(p1))},
+    )
+    row(
+        "pg",
+        f"PostgreSQL W2: {p2:,} in bulks of 1,000",
+        ("peer", 1.5),
         ("bunq", "pg", "W2", str(p2)),
-        {"pgqueuer": ("side", "pgqueuer", "W2", str(p2)),
-         "procrastinate": ("side", "procrastinate", "W2", str(p2))},
-        {"psycopg COPY of 1,000": ("side", "raw_pg", "W2", str(p2))})  # fmt: skip
-    row("pg", f"PostgreSQL W3: drain {p3:,}", ("peer", 1.0),
+        {
+            "pgqueuer": ("side", "pgqueuer", "W2", str(p2)),
+            "procrastinate": ("side", "procrastinate", "W2", str(p2)),
+        },
+        {"psycopg COPY of 1,000": ("side", "raw_pg", "W2", str(p2))},
+    )
+    row(
+        "pg",
+        f"PostgreSQL W3: drain {p3:,}",
+        ("peer", 1.0),
         ("bunq", "pg", "W3", str(p3)),
-        {"pgqueuer": ("side", "pgqueuer", "W3", str(p3)),
-         "procrastinate": ("side", "procrastinate", "W3", str(p3))})  # fmt: skip
-    row("pg", "PostgreSQL W4: p99 ms at 1,000 jobs/s", ("peer", 1.0),
+        {
+            "pgqueuer": ("side", "pgqueuer", "W3", str(p3)),
+            "procrastinate": ("side", "procrastinate", "W3", str(p3)),
+        },
+    )
+    row(
+        "pg",
+        "PostgreSQL W4: p99 ms at 1,000 jobs/s",
+        ("peer", 1.0),
         ("bunq", "pg", "W4", str(W4_SECONDS)),
-        {"pgqueuer": ("side", "pgqueuer", "W4", str(W4_SECONDS))}, lower=True)  # fmt: skip
-    row("redis", f"Redis W1: {r1:,} single adds", ("peer", 2.0),
-        ("bunq", "redis", "W1", str(r1)), {"rq": ("rq", "add", str(r1))})  # fmt: skip
-    row("redis", f"Redis W2: {r2:,} in bulks of 1,000", ("peer", 1.0),
-        ("bunq", "redis", "W2", str(r2)), {"rq": ("rq", "bulk", str(r2))})  # fmt: skip
-    row("redis", f"Redis W3: drain {r3:,}", ("peer", 1.0),
-        ("bunq", "redis", "W3", str(r3)), {"rq": ("rq", "process", str(r3))})  # fmt: skip
-    row("tcp", f"TCP PUSHB: {t1:,} in bulks of 1,000 (bunqueue's JS client)", ("peer", 2.0),
-        ("tcp", "bunq", "pushb", str(t1)), {"bunqueue server": ("tcp", "bunqueue", "pushb", str(t1))},
-        {"asyncio echo, 100 B, 100 in flight": ("side", "echo", "W1", str(t1))})  # fmt: skip
-    row("tcp", f"TCP drain {t2:,}, JS Worker concurrency 10", ("peer", 1.0),
-        ("tcp", "bunq", "drain", str(t2)), {"bunqueue server": ("tcp", "bunqueue", "drain", str(t2))})  # fmt: skip
-    row("memory", f"memory: {m1:,} single adds (Queue.add)", ("peer", 2.0),
-        ("bunq", "memory", "W1", str(m1)), {"bunqueue embedded": ("bun", "add", str(m1))})  # fmt: skip
-    row("memory", f"memory: {m2:,} in add_bulk of 1,000", ("peer", 2.0),
-        ("bunq", "memory", "W2", str(m2)), {"bunqueue embedded": ("bun", "bulk", str(m2))})  # fmt: skip
-    row("memory", f"memory: Worker(concurrency=10) drains {m3:,}, threads", ("peer", 2.0),
-        ("bunq", "memory", "W3", str(m3)), {"bunqueue embedded": ("bun", "process", str(m3))})  # fmt: skip
-    row("memory", f"memory: Worker(concurrency=10) drains {m3:,}, asyncio", ("peer", 2.0),
-        ("bunq", "memory", "W3A", str(m3)), {"bunqueue embedded": ("bun", "process", str(m3))})  # fmt: skip
+        {"pgqueuer": ("side", "pgqueuer", "W4", str(W4_SECONDS))},
+        lower=True,
+    )
+    row(
+        "redis",
+        f"Redis W1: {r1:,} single adds",
+        ("peer", 2.0),
+        ("bunq", "redis", "W1", str(r1)),
+        {"rq": ("rq", "add", str(r1))},
+    )
+    row(
+        "redis",
+        f"Redis W2: {r2:,} in bulks of 1,000",
+        ("peer", 1.0),
+        ("bunq", "redis", "W2", str(r2)),
+        {"rq": ("rq", "bulk", str(r2))},
+    )
+    row(
+        "redis",
+        f"Redis W3: drain {r3:,}",
+        ("peer", 1.0),
+        ("bunq", "redis", "W3", str(r3)),
+        {"rq": ("rq", "process", str(r3))},
+    )
+    row(
+        "tcp",
+        f"TCP PUSHB: {t1:,} in bulks of 1,000 (bunqueue's JS client)",
+        ("peer", 2.0),
+        ("tcp", "bunq", "pushb", str(t1)),
+        {"bunqueue server": ("tcp", "bunqueue", "pushb", str(t1))},
+        {"asyncio echo, 100 B, 100 in flight": ("side", "echo", "W1", str(t1))},
+    )
+    row(
+        "tcp",
+        f"TCP drain {t2:,}, JS Worker concurrency 10",
+        ("peer", 1.0),
+        ("tcp", "bunq", "drain", str(t2)),
+        {"bunqueue server": ("tcp", "bunqueue", "drain", str(t2))},
+    )
+    row(
+        "memory",
+        f"memory: {m1:,} single adds (Queue.add)",
+        ("peer", 2.0),
+        ("bunq", "memory", "W1", str(m1)),
+        {"bunqueue embedded": ("bun", "add", str(m1))},
+    )
+    row(
+        "memory",
+        f"memory: {m2:,} in add_bulk of 1,000",
+        ("peer", 2.0),
+        ("bunq", "memory", "W2", str(m2)),
+        {"bunqueue embedded": ("bun", "bulk", str(m2))},
+    )
+    row(
+        "memory",
+        f"memory: Worker(concurrency=10) drains {m3:,}, threads",
+        ("peer", 2.0),
+        ("bunq", "memory", "W3", str(m3)),
+        {"bunqueue embedded": ("bun", "process", str(m3))},
+    )
+    row(
+        "memory",
+        f"memory: Worker(concurrency=10) drains {m3:,}, asyncio",
+        ("peer", 2.0),
+        ("bunq", "memory", "W3A", str(m3)),
+        {"bunqueue embedded": ("bun", "process", str(m3))},
+    )
     return out
 
 
@@ -191,14 +283,14 @@ def one(system: str, work: str, n: int) -> dict[str, Any]:
     if system == "sqlite":
         with tempfile.TemporaryDirectory(prefix="bunq-peers-") as d:
             url = f"sqlite:///{d}/bunq.db"
-            res = workloads.w4(url, 1000, n) if work == "W4" else getattr(workloads, work.lower())(url, n)
+            res = run_workload(workloads, url, work, n)
     elif system == "pg":
         schema = f"bunq_peers_{uuid.uuid4().hex[:8]}"
         import psycopg
 
         try:
             url = f"{PG}{'&' if '?' in PG else '?'}schema={schema}"
-            res = workloads.w4(url, 1000, n) if work == "W4" else getattr(workloads, work.lower())(url, n)
+            res = run_workload(workloads, url, work, n)
         finally:
             with psycopg.connect(PG, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -217,6 +309,12 @@ def one(system: str, work: str, n: int) -> dict[str, Any]:
             client.close()
     res["per_s"] = res.get("jobs_per_s")
     return res
+
+
+def run_workload(workloads: Any, url: str, work: str, n: int) -> dict[str, Any]:
+    if work == "W4":
+        return dict(workloads.w4(url, 1000, n))  # n: seconds
+    return dict(getattr(workloads, work.lower())(url, n))
 
 
 def raw_sqlite(work: str, n: int) -> dict[str, Any]:

@@ -121,7 +121,6 @@ def pgqueuer(case: str, n: int, dsn: str) -> dict[str, Any]:
                 await queries.enqueue(["job"] * 1000, [BLOB.encode()] * 1000, [0] * 1000)
             return rate(n, t0)
         qm = QueueManager(queries)
-        lat: list[float] = []
         if case == "W3":
             for _ in range(n // 1000):
                 await queries.enqueue(["job"] * 1000, [BLOB.encode()] * 1000, [0] * 1000)
@@ -134,34 +133,43 @@ def pgqueuer(case: str, n: int, dsn: str) -> dict[str, Any]:
             await qm.run(batch_size=100, mode=QueueExecutionMode.drain)
             return rate(n, t0)
 
-        @qm.entrypoint("job")  # W4
-        async def timed(j: Any) -> None:
-            lat.append((time.time() - json.loads(j.payload)["t"]) * 1000)
-
-        async def produce() -> None:
-            pconn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-            pq = Queries.from_psycopg_connection(pconn)
-            start = time.perf_counter()
-            for i in range(1000 * n):
-                delay = start + i / 1000 - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                await pq.enqueue("job", json.dumps({**PAYLOAD, "t": time.time()}).encode())
-            await asyncio.sleep(0.5)
-            qm.shutdown.set()
-
-        task = asyncio.create_task(produce())
-        await qm.run(batch_size=10)
-        await task
-        return pct(lat)
+        return await pgqueuer_w4(qm, dsn, n)
 
     return asyncio.run(main())
 
 
-def procrastinate(case: str, n: int, dsn: str) -> dict[str, Any]:
-    import procrastinate as pc
+async def pgqueuer_w4(qm: Any, dsn: str, seconds: int) -> dict[str, Any]:
+    import psycopg
+    from pgqueuer import Queries
 
+    lat: list[float] = []
+
+    @qm.entrypoint("job")
+    async def timed(j: Any) -> None:
+        lat.append((time.time() - json.loads(j.payload)["t"]) * 1000)
+
+    async def produce() -> None:
+        pconn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        pq = Queries.from_psycopg_connection(pconn)
+        start = time.perf_counter()
+        for i in range(1000 * seconds):
+            delay = start + i / 1000 - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await pq.enqueue("job", json.dumps({**PAYLOAD, "t": time.time()}).encode())
+        await asyncio.sleep(0.5)
+        qm.shutdown.set()
+
+    task = asyncio.create_task(produce())
+    await qm.run(batch_size=10)
+    await task
+    return pct(lat)
+
+
+def procrastinate(case: str, n: int, dsn: str) -> dict[str, Any]:
     import logging
+
+    import procrastinate as pc
 
     logging.getLogger("procrastinate").setLevel(logging.ERROR)
     app = pc.App(connector=pc.PsycopgConnector(conninfo=dsn))

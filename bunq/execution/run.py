@@ -9,11 +9,11 @@ with reason timeout all the same (a coroutine is cancelled at its timeout).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures as cf
 import inspect
+import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -53,7 +53,7 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
     start = time.perf_counter()
     try:
         result = handler(job)
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
@@ -99,9 +99,12 @@ class Executor:
     """Where a driver's handler calls run, ``concurrency`` at a time.
 
     A sync handler runs inline (:meth:`run`, on the caller's thread: no thread hop
-    per job) when ``concurrency == 1``, else on a pool of ``concurrency`` threads;
-    a coroutine handler runs on one event-loop thread. :meth:`close` (or leaving
-    the ``with`` block) joins what the executor started.
+    per job) when ``concurrency == 1``, else on ``concurrency`` threads of its own;
+    a coroutine handler runs on one event-loop thread. :meth:`start` hands jobs
+    over, and each one's ``(key, Outcome)`` arrives in :attr:`done` (a
+    ``queue.SimpleQueue``): no future, lock or waiter per job, and one wake-up of
+    the loop thread per call. :meth:`close` (or leaving the ``with`` block) joins
+    what the executor started.
 
     :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
         driver's estimates (tick's deadline).
@@ -112,39 +115,65 @@ class Executor:
         self.handler, self.clock = handler, clock
         self.is_async = is_async(handler)
         self.inline = concurrency == 1 and not self.is_async
-        self._pool: cf.ThreadPoolExecutor | None = None
+        self.done: queue.SimpleQueue[tuple[Any, Outcome]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Any, Job] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         if self.is_async:
             self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-loop",
-                                            daemon=True)  # fmt: skip
-            self._thread.start()
+            self._threads.append(threading.Thread(target=self._loop.run_forever,
+                                                  name=f"{name}-loop", daemon=True))  # fmt: skip
         elif not self.inline:
-            self._pool = cf.ThreadPoolExecutor(concurrency, thread_name_prefix=name)
+            for i in range(concurrency):
+                t = threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
+                self._threads.append(t)
+        for t in self._threads:
+            t.start()
 
     def run(self, job: Job) -> Outcome:
         """Run ``job`` on this thread (inline executors)."""
         return run_sync(self.handler, job, self.clock)
 
-    def submit(self, job: Job) -> cf.Future[Outcome]:
-        """Start ``job`` off this thread; the future gives its :class:`Outcome`."""
+    def start(self, items: Sequence[tuple[Any, Job]]) -> None:
+        """Start each ``(key, job)`` off this thread; ``(key, Outcome)`` arrives in ``done``."""
         if self._loop is not None:
-            coro = run_async(self.handler, job, self.clock)
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
-        if self._pool is None:
+            self._loop.call_soon_threadsafe(self._spawn, items)
+        elif self._threads:
+            put = self._jobs.put
+            for item in items:
+                put(item)
+        else:
             raise RuntimeError("an inline executor runs jobs with run()")
-        return self._pool.submit(run_sync, self.handler, job, self.clock)
+
+    def _serve(self) -> None:
+        get, put, handler, clock = self._jobs.get, self.done.put, self.handler, self.clock
+        while (item := get()) is not None:
+            put((item[0], run_sync(handler, item[1], clock)))
+
+    def _spawn(self, items: Sequence[tuple[Any, Job]]) -> None:
+        assert self._loop is not None
+        for key, job in items:
+            task = self._loop.create_task(self._one(key, job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, key: Any, job: Job) -> None:
+        self.done.put((key, await run_async(self.handler, job, self.clock)))
 
     def close(self) -> None:
-        """Wait for submitted jobs (threads), stop the loop thread; idempotent."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
-            self._thread = None
+        """Wait for started jobs (threads), stop the loop thread; idempotent."""
+        if self._loop is not None:
+            if self._threads:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._threads[0].join()
+                self._loop.close()
+        else:
+            for _ in self._threads:
+                self._jobs.put(None)
+            for t in self._threads:
+                t.join()
+        self._threads = []
 
     def __enter__(self) -> Executor:
         return self
