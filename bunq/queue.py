@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from types import MappingProxyType
 from typing import Any
 
 from . import validate
@@ -11,6 +12,7 @@ from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
 from .errors import ConfigError, JobNotFound, ValidationError
 from .job import (
+    DEFAULT_OPTIONS,
     DlqEntry,
     FailureReason,
     Job,
@@ -23,6 +25,8 @@ from .job import (
     new_job_id,
 )
 from .policy import FailDecision
+
+_NO_OPTS: Mapping[str, Any] = MappingProxyType({})
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -108,20 +112,23 @@ class Queue:
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
         batch = []
+        queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
         for item in jobs:
-            if isinstance(item, Mapping):
+            if isinstance(item, tuple) and 1 <= len(item) <= 3:  # first: the cheap check
+                name, data, opts = (*item, None, _NO_OPTS)[:3] if len(item) < 3 else item
+                opts = opts or _NO_OPTS
+            elif isinstance(item, Mapping):
                 unknown = set(item) - {"name", "data", "opts"}
                 if unknown:
                     raise ValidationError(f"unknown bulk item keys {sorted(unknown)}")
-                name, data, opts = item.get("name"), item.get("data"), item.get("opts") or {}
-            elif isinstance(item, tuple) and 1 <= len(item) <= 3:
-                name, data, opts = (*item, None, {})[:3] if len(item) < 3 else item
-                opts = opts or {}
+                name, data, opts = item.get("name"), item.get("data"), item.get("opts") or _NO_OPTS
             else:
                 raise ValidationError("bulk items are mappings or (name, data, opts) tuples")
-            if not isinstance(opts, Mapping):
-                raise ValidationError("bulk item opts must be a mapping")
-            batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
+            if opts is not seen:  # the same options object item after item: parsed once
+                if not isinstance(opts, Mapping):
+                    raise ValidationError("bulk item opts must be a mapping")
+                seen, parsed = opts, JobOptions.parse(opts)
+            batch.append(NewJob(queue, name, data, parsed, parsed.job_id or new_job_id()))
         return self.backend.add(batch)
 
     # -- reading -----------------------------------------------------------------------
