@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -88,6 +89,40 @@ def translate_errors(path: str) -> Iterator[None]:
         yield
     except apsw.Error as exc:
         raise _translated(exc, path) from exc
+
+
+class _Transaction:
+    """``with`` block of one transaction: ``begin`` on entry, COMMIT on a clean exit,
+    ROLLBACK on any exception; apsw errors leave translated (a class, not a generator
+    context manager: it is on the path of every add and lease)."""
+
+    __slots__ = ("cur", "begin", "sql", "path")
+
+    def __init__(self, cur: apsw.Cursor, begin: str, sql: dict[str, str], path: str) -> None:
+        self.cur, self.begin, self.sql, self.path = cur, begin, sql, path
+
+    def __enter__(self) -> _ApswTx:
+        try:
+            self.cur.execute(self.begin)
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
+        return _ApswTx(self.cur, self.sql, self.path)
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        cur = self.cur
+        if exc is not None:
+            with contextlib.suppress(apsw.Error):
+                cur.execute("ROLLBACK")
+            if isinstance(exc, apsw.Error):
+                raise _translated(exc, self.path) from exc
+            return  # the exception goes on
+        try:
+            cur.execute("COMMIT")
+        except apsw.Error as err:
+            with contextlib.suppress(apsw.Error):
+                cur.execute("ROLLBACK")
+            raise _translated(err, self.path) from err
 
 
 class _Checkpointer:
@@ -234,26 +269,9 @@ class SQLiteBackend(SqlBackend):
     def _read(self) -> Any:
         return self._tx("BEGIN")  # deferred: readers never take the write lock
 
-    @contextmanager
-    def _tx(self, begin: str) -> Iterator[_ApswTx]:
+    def _tx(self, begin: str) -> _Transaction:
         """One transaction; apsw errors leave here translated (never raw)."""
-        cur = self._conn().cursor()
-        with translate_errors(self.path):
-            cur.execute(begin)
-        try:
-            yield _ApswTx(cur, self._sql, self.path)
-        except BaseException as exc:
-            with contextlib.suppress(apsw.Error):
-                cur.execute("ROLLBACK")
-            if isinstance(exc, apsw.Error):
-                raise _translated(exc, self.path) from exc
-            raise
-        try:
-            cur.execute("COMMIT")
-        except apsw.Error as exc:
-            with contextlib.suppress(apsw.Error):
-                cur.execute("ROLLBACK")
-            raise _translated(exc, self.path) from exc
+        return _Transaction(self._conn().cursor(), begin, self._sql, self.path)
 
     def _init_schema(self) -> None:
         with translate_errors(self.path):
