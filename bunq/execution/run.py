@@ -73,7 +73,10 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None) -> O
     try:
         result = handler(job)
         if inspect.isawaitable(result):
-            result = await _timed(result, job.opts.timeout)
+            if job.opts.timeout is None:
+                result = await result  # no wrapping coroutine when nothing is timed
+            else:
+                result = await _timed(result, job.opts.timeout)
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except Exception as exc:
@@ -153,13 +156,15 @@ class Executor:
 
     def _spawn(self, items: Sequence[tuple[Any, Job]]) -> None:
         assert self._loop is not None
+        create, keep = self._loop.create_task, self._tasks.add
         for key, job in items:
-            task = self._loop.create_task(self._one(key, job))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            keep(create(self._one(key, job)))  # the loop holds tasks weakly: we hold them
 
     async def _one(self, key: Any, job: Job) -> None:
-        self.done.put((key, await run_async(self.handler, job, self.clock)))
+        try:
+            self.done.put((key, await run_async(self.handler, job, self.clock)))
+        finally:  # itself, not a done callback: one loop callback fewer per job
+            self._tasks.discard(asyncio.current_task())
 
     def close(self) -> None:
         """Wait for started jobs (threads), stop the loop thread; idempotent."""
