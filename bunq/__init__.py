@@ -18,6 +18,9 @@ from .errors import (
     DelayedError,
     DependencyError,
     DuplicateJob,
+    GroupFull,
+    JobCancelled,
+    JobFailed,
     JobNotFound,
     JobStateError,
     LeaseLost,
@@ -26,10 +29,14 @@ from .errors import (
     UnrecoverableError,
     UnsupportedError,
     ValidationError,
+    WaitTimeout,
 )  # fmt: skip
+from .execution import JobContext
 from .flow import FlowJob, FlowProducer, FlowResult
 from .job import Backoff, DlqEntry, FailureReason, Job, JobOptions, JobState, Lease, Settle
+from .jobevents import EventKind, JobEvent
 from .queue import Queue
+from .queue_events import QueueEvents
 from .tick import TickResult, tick
 from .worker import Worker
 
@@ -38,9 +45,10 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend", "BackendError", "BackendUnavailable", "Backoff", "BunqError", "Capability",
     "ConfigError", "DelayedError", "DependencyError", "DlqConfig", "DlqEntry", "DuplicateJob",
-    "FailureReason", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
+    "FailureReason", "GroupFull", "FlowJob", "FlowProducer", "FlowResult", "Job", "JobNotFound",
     "JobOptions", "JobState", "JobStateError", "Lease", "LeaseLost", "PayloadTooLarge", "Queue",
-    "QueueLimits",
+    "QueueLimits", "QueueEvents", "JobEvent", "EventKind", "JobContext", "JobCancelled",
+    "JobFailed", "WaitTimeout",
     "Retry", "Schedule", "Scheduler", "Settle", "TickResult", "UnrecoverableError",
     "UnsupportedError", "ValidationError", "Worker", "connect", "tick", "__version__",
 ]  # fmt: skip

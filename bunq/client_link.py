@@ -22,7 +22,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import AuthError, BackendUnavailable, BunqError, ProtocolError
@@ -87,6 +87,7 @@ class Link:
         self.max_frame = max_frame
         self.hello: dict[str, Any] = {}
         self.generation = 0
+        self.on_push: Callable[[dict[str, Any]], None] | None = None  # frames without reqId
         self._ids = itertools.count(1)
         self._conn: _Conn | None = None
         self._lock = threading.Lock()
@@ -248,6 +249,10 @@ class Link:
 
     def _deliver(self, conn: _Conn, msg: Any) -> None:
         if type(msg) is not dict:
+            return
+        if "reqId" not in msg and msg.get("type") == "event":  # pushed (SubscribeEvents)
+            if self.on_push is not None:
+                self.on_push(msg)
             return
         slot = conn.pending.pop(str(msg.get("reqId")), None)
         if slot is not None:

@@ -347,13 +347,27 @@ class Scheduler:
                     fired.append(job)
         return fired
 
+    def fire_next(self, name: str, now: int | None = None) -> Job | None:
+        """Add the schedule's next run now, as a job delayed until its time (a repeatable
+        job's first run: ``Queue.add(repeat=...)`` returns it). The run is claimed by the
+        same compare-and-set as :meth:`fire_due`, so no firer adds it again."""
+        at = self._now(now)
+        raw = self.backend.kv_get(NS, name)
+        if raw is None:
+            return None
+        s = decode(raw)
+        if s.next_run is None or s.next_run <= at:
+            return self._fire_one(name, raw, at)
+        return self._fire_one(name, raw, s.next_run, delay_from=at)
+
     def _live(self, job_id: str | None) -> bool:
         if job_id is None:
             return False
         job = self.backend.get_job(job_id)
         return job is not None and job.state in LIVE
 
-    def _fire_one(self, name: str, raw: bytes, now: int) -> Job | None:
+    def _fire_one(self, name: str, raw: bytes, now: int,
+                  delay_from: int | None = None) -> Job | None:  # fmt: skip
         for _ in range(10):
             s = decode(raw)
             p = plan(s, now, previous_live=s.prevent_overlap and self._live(s.last_job_id))
@@ -375,14 +389,15 @@ class Scheduler:
             return None
         if p.fire_at is None:
             return None
-        job = self._add(new, p.fire_at)
+        job = self._add(new, p.fire_at, delay_from)
         self.backend.kv_put(NS, name, encode(replace(new, pending=None, pending_at=None)),
                             expected=new_raw)  # fmt: skip
         return job
 
-    def _add(self, s: Schedule, run_at: int) -> Job | None:
+    def _add(self, s: Schedule, run_at: int, delay_from: int | None = None) -> Job | None:
         jid = job_id_for(s.name, run_at)
-        opts = JobOptions.parse({**s.opts, "job_id": jid})
+        early = {} if delay_from is None else {"delay": max(run_at - delay_from, 0)}
+        opts = JobOptions.parse({**s.opts, **early, "job_id": jid})
         try:
             return self.backend.add([NewJob(s.queue, s.job_name, s.data, opts, jid)])[0]
         except DuplicateJob:  # the run's unique_key is held by a live job: this run is skipped

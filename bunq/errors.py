@@ -97,6 +97,19 @@ class DuplicateJob(BunqError):
     code = "duplicate_job"
 
 
+class GroupFull(BunqError):
+    """A job's FIFO group already holds ``group_max_size`` waiting or delayed jobs;
+    ``data`` names the group and the bound. Nothing of the add was admitted."""
+
+    code = "group_full"
+
+
+def group_full(group: str, max_size: int) -> GroupFull:
+    """The error of an add over ``group_max_size`` (bunqueue's message)."""
+    return GroupFull(f"Group {group} has reached its maximum size of {max_size}",
+                     group=group, max=max_size)  # fmt: skip
+
+
 class JobStateError(BunqError):
     """The job is not in a state the operation accepts; ``data`` names the job, its state
     and the operation (removing an active job, promoting one that is not delayed...)."""
@@ -107,6 +120,26 @@ class JobStateError(BunqError):
                  message: str = "") -> None:  # fmt: skip
         msg = message or f"cannot {operation} job {job_id!r}: it is {state}"
         super().__init__(msg, job_id=job_id, state=state, operation=operation)
+
+
+class JobFailed(BunqError):
+    """``wait()``: the job was dead-lettered; ``data`` names the job, the reason and its
+    last error."""
+
+    code = "job_failed"
+
+
+class JobCancelled(BunqError):
+    """``wait()``: the job was cancelled (``queue.cancel``); ``data['job_id']`` names it."""
+
+    code = "job_cancelled"
+
+
+class WaitTimeout(BunqError, TimeoutError):
+    """``wait()``: the job did not finish within the timeout; ``data`` names it and its
+    state when the wait gave up."""
+
+    code = "wait_timeout"
 
 
 class DependencyError(BunqError, ValueError):
@@ -165,6 +198,25 @@ class AuthError(BunqError):
     """Authentication is required or the token was refused."""
 
     code = "auth"
+
+
+class WebhookNotFound(BunqError, LookupError):
+    """No webhook has this id (``data['webhook_id']``)."""
+
+    code = "webhook_not_found"
+
+
+class WebhookTargetRefused(ValidationError):
+    """The target guard refused a webhook URL: its host is, or resolves to, an address
+    webhooks may not reach (link-local, cloud metadata, loopback...); ``data['address']``."""
+
+    code = "webhook_target_refused"
+
+
+class WebhookSignatureError(BunqError, ValueError):
+    """A webhook delivery's signature is missing, stale or wrong (``data['reason']``)."""
+
+    code = "webhook_signature"
 
 
 class Retry(Exception):  # a signal, not an error

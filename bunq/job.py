@@ -10,13 +10,14 @@ from __future__ import annotations
 import enum
 import itertools
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from . import validate as v
-from .errors import ValidationError
+from .errors import UnsupportedError, ValidationError
 from .stacks import DEFAULT_STACK_LIMIT, MAX_STACK_LIMIT
 
 JobId = str
@@ -53,6 +54,8 @@ class FailureReason(str, enum.Enum):
     STALLED = "stalled"
     TTL_EXPIRED = "ttl_expired"
     WORKER_LOST = "worker_lost"
+    DEPENDENCY_FAILED = "dependency_failed"  # a flow child failed (fail_parent_on_failure)
+    CANCELLED = "cancelled"  # queue.cancel() of an active job: settled by its worker, not retried
     UNKNOWN = "unknown"
 
 
@@ -167,6 +170,15 @@ class Backoff:
         return {"type": self.type, "delay": self.delay, "cap": self.cap, "jitter": self.jitter}
 
 
+def _group_max_size(o: Mapping[str, Any]) -> int | None:
+    value = o.get("group_max_size")
+    if value is None:
+        return None
+    if o.get("group") is None:
+        raise ValidationError("group_max_size needs a group", field="group_max_size")
+    return v.integer(value, "group_max_size", 1, v.MAX_COUNT)
+
+
 def _opt_duration(o: Mapping[str, Any], name: str) -> int | None:
     value = o.get(name)
     return None if value is None else v.duration(value, name)
@@ -194,6 +206,14 @@ class JobOptions:
     durable: bool = False
     parent_id: str | None = None
     stack_trace_limit: int = DEFAULT_STACK_LIMIT  # stack lines a failure keeps (bunq.stacks)
+    traceparent: str | None = None  # W3C trace context of the add (OpenTelemetry: bunq.tracing)
+    # What a flow child's dead-lettering does to its parent (at most one; bunq.jobrules.FlowFailure)
+    fail_parent_on_failure: bool = False
+    ignore_dependency_on_failure: bool = False
+    remove_dependency_on_failure: bool = False
+    continue_parent_on_failure: bool = False
+    keep_logs: int | None = None  # keep at most this many log lines (newest), under the store's cap
+    group_max_size: int | None = None  # refuse the add when the group has this many pending
 
     @classmethod
     def parse(cls, opts: Mapping[str, Any]) -> JobOptions:
@@ -206,9 +226,13 @@ class JobOptions:
         o = dict(opts)
         prio = v.integer(o.get("priority", 0), "priority", v.MIN_PRIORITY, v.MAX_PRIORITY)
         attempts = v.integer(o.get("attempts", 3), "attempts", 1, v.MAX_ATTEMPTS)
-        for name in ("lifo", "remove_on_complete", "remove_on_fail", "durable"):
+        for name in ("lifo", "remove_on_complete", "remove_on_fail", "durable", *FLOW_POLICIES):
             if not isinstance(o.get(name, False), bool):
                 raise ValidationError(f"{name} must be a bool", field=name)
+        policies = [name for name in FLOW_POLICIES if o.get(name)]
+        if len(policies) > 1:
+            raise ValidationError(f"at most one of {', '.join(policies)} may be set",
+                                  field=policies[1])  # fmt: skip
         deps = o.get("depends_on", ())
         if isinstance(deps, (str, bytes)) or not isinstance(deps, Sequence):
             raise ValidationError("depends_on must be a list of job ids", field="depends_on")
@@ -245,6 +269,12 @@ class JobOptions:
                 0,
                 MAX_STACK_LIMIT,
             ),
+            traceparent=_traceparent(o.get("traceparent")),
+            **{name: True for name in policies},
+            keep_logs=None
+            if o.get("keep_logs") is None
+            else v.integer(o["keep_logs"], "keep_logs", 0, MAX_KEEP_LOGS),
+            group_max_size=_group_max_size(o),
         )
         _remember_checked(out)
         return out
@@ -260,7 +290,29 @@ class JobOptions:
             "remove_on_complete": self.remove_on_complete, "remove_on_fail": self.remove_on_fail,
             "group": self.group, "durable": self.durable, "parent_id": self.parent_id,
             "stack_trace_limit": self.stack_trace_limit,
+            "traceparent": self.traceparent,
+            **{name: True for name in FLOW_POLICIES if getattr(self, name)},
+            **({} if self.keep_logs is None else {"keep_logs": self.keep_logs}),
+            **({} if self.group_max_size is None else {"group_max_size": self.group_max_size}),
         }  # fmt: skip
+
+
+FLOW_POLICIES = ("fail_parent_on_failure", "ignore_dependency_on_failure",
+                 "remove_dependency_on_failure", "continue_parent_on_failure")  # fmt: skip
+MAX_KEEP_LOGS = 1_000_000
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def _traceparent(value: object) -> str | None:
+    """A W3C ``traceparent`` header value (``00-<trace id>-<span id>-<flags>``), or None."""
+    if value is None:
+        return None
+    if type(value) is not str or _TRACEPARENT.fullmatch(value) is None or value.startswith("ff"):
+        raise ValidationError("traceparent must be a W3C traceparent "
+                              "(00-<32 hex>-<16 hex>-<2 hex>)", field="traceparent")  # fmt: skip
+    return value
 
 
 DEFAULT_BACKOFF = Backoff()
@@ -360,6 +412,14 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
         opts = job.opts
         if _CHECKED.get(id(opts)) is not opts:
             check_options(opts)
+
+
+def refuse_group_max_size(jobs: Sequence[NewJob], backend: str) -> None:
+    """UnsupportedError for ``group_max_size`` on a backend that keeps no per-group count
+    of pending jobs (without ``Capability.GROUP_MAX_SIZE``: Redis, SQS)."""
+    for job in jobs:
+        if job.opts.group_max_size is not None:
+            raise UnsupportedError(backend, "group_max_size")
 
 
 @dataclass(frozen=True, slots=True)

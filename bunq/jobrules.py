@@ -5,9 +5,11 @@ Which states each operation accepts, and the checks of its arguments.
 
 from __future__ import annotations
 
+import enum
+
 from . import validate as v
 from .errors import JobStateError
-from .job import JobId, JobState
+from .job import JobId, JobOptions, JobState
 
 REMOVABLE = frozenset(
     (JobState.WAITING, JobState.DELAYED, JobState.COMPLETED, JobState.FAILED,
@@ -47,3 +49,37 @@ def check_keep(keep: object) -> int:
 
 def check_key(key: object) -> str:
     return v.text(key, "key", v.MAX_KEY_BYTES)
+
+
+class FlowFailure(enum.Enum):
+    """What a flow child's dead-lettering does to its parent (BullMQ's option names).
+
+    ``WAIT`` (no option, BullMQ's default): the parent keeps waiting in
+    waiting-children until the child is retried and completes, or the
+    dependency is removed (``RemoveChildDependency``). ``FAIL``: the parent goes
+    to the DLQ too (reason ``dependency_failed``), and so on up the tree.
+    ``IGNORE``: the parent counts the child as done and records the failure
+    (``GetIgnoredChildrenFailures``). ``REMOVE``: the parent counts it as done,
+    recording nothing. ``CONTINUE``: the parent runs at once, whatever its other
+    children are doing (the failure is in ``GetFailedChildrenValues``).
+    """
+
+    WAIT = "wait"
+    FAIL = "fail_parent_on_failure"
+    IGNORE = "ignore_dependency_on_failure"
+    REMOVE = "remove_dependency_on_failure"
+    CONTINUE = "continue_parent_on_failure"
+
+    @classmethod
+    def of(cls, opts: JobOptions) -> FlowFailure:
+        if opts.parent_id is None:
+            return cls.WAIT
+        if opts.fail_parent_on_failure:
+            return cls.FAIL
+        if opts.ignore_dependency_on_failure:
+            return cls.IGNORE
+        if opts.remove_dependency_on_failure:
+            return cls.REMOVE
+        if opts.continue_parent_on_failure:
+            return cls.CONTINUE
+        return cls.WAIT

@@ -7,10 +7,13 @@ from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
-from . import validate
+from . import tracing, validate
 from .backends import resolve
 from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_queue_name, require
-from .errors import ConfigError, JobNotFound, ValidationError
+from .backends.eventlog import publish, wants
+from .cron import Schedule, Scheduler
+from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
+from .execution.context import request_cancel
 from .job import (
     DEFAULT_OPTIONS,
     DlqEntry,
@@ -24,15 +27,41 @@ from .job import (
     Settle,
     new_job_id,
 )
+from .jobevents import EventKind, JobEvent, added_events
+from .jobrules import FlowFailure
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 from .policy import FailDecision
+from .queue_events import wait_for
+from .repeat import PREFIX, add_repeatable
+from .stacks import split
 
 _NO_OPTS: Mapping[str, Any] = MappingProxyType({})
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
-    """Validate options and build a NewJob (custom ``job_id`` becomes the id)."""
+    """Validate options and build a NewJob (custom ``job_id`` becomes the id).
+
+    ``debounce={"id": key, "ttl": ms}`` (BullMQ's debounce mode) is shorthand for
+    ``unique_key=key, unique_ttl=ms, unique_strategy="replace"``: within the window
+    the newest add replaces a waiting holder (and starts the window again).
+    """
+    if opts.get("debounce") is not None:
+        opts = debounced(opts)
     o = JobOptions.parse(opts)
     return NewJob(queue, name, data, o, o.job_id or new_job_id())
+
+
+def debounced(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Translate the ``debounce`` option (see :func:`new_job`)."""
+    spec = opts["debounce"]
+    if not isinstance(spec, Mapping) or set(spec) - {"id", "ttl"} or "id" not in spec:
+        raise ValidationError("debounce must be a map {id, ttl}", field="debounce")
+    if opts.get("unique_key") is not None:
+        raise ValidationError("debounce and unique_key are one key: give one", field="debounce")
+    rest = {k: v for k, v in opts.items() if k != "debounce"}
+    return {**rest, "unique_key": spec["id"], "unique_ttl": spec.get("ttl"),
+            "unique_strategy": "replace"}  # fmt: skip
 
 
 class DeadLetters:
@@ -78,10 +107,13 @@ class Queue:
 
     :param name: queue name (letters, digits, ``_ . : -``; at most 128).
     :param backend: a Backend object (shared) or a URL (opened and owned).
+    :param metrics: where added jobs are counted (:mod:`bunq.metrics`; False: nowhere).
     """
 
-    def __init__(self, name: str, backend: Backend | str | None = None) -> None:
+    def __init__(self, name: str, backend: Backend | str | None = None, *,
+                 metrics: JobMetrics | bool | None = None) -> None:  # fmt: skip
         self.name = check_queue_name(name)
+        self.metrics = resolve_metrics(metrics)
         self.backend, self._owned = resolve(backend)
         self.dlq = DeadLetters(self)
 
@@ -105,12 +137,59 @@ class Queue:
 
         Options: priority, delay (ms), attempts, backoff, job_id, unique_key,
         unique_strategy (reject|extend|replace), unique_ttl, lifo, ttl, timeout,
-        depends_on, remove_on_complete, remove_on_fail, group, durable.
+        depends_on, remove_on_complete, remove_on_fail, group, durable, and the flow
+        policies (docs/jobs.md). ``repeat={every | pattern, limit, immediately,
+        start_date, end_date, tz, key}`` makes it a repeatable job on the cron
+        machinery (:mod:`bunq.repeat`): the first run is returned.
         """
-        return self.backend.add([new_job(self.name, name, data, opts)])[0]
+        if opts.get("repeat") is not None:
+            require(self.backend, Capability.CRON)
+            rest = {k: v for k, v in opts.items() if k != "repeat"}
+            return add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
+        if tracing.tracer() is None:  # the common case: no span, no context manager
+            job = self._add_one(name, data, opts)
+        else:
+            with tracing.publishing(self.name, 1) as (span, parent):
+                if parent is not None and opts.get("traceparent") is None:
+                    opts["traceparent"] = parent
+                job = self._add_one(name, data, opts)
+                if span is not None:
+                    span.set_attribute("messaging.message.id", job.id)
+        if self.metrics is not None:
+            self.metrics.added(self.name, 1)
+        return job
+
+    def _add_one(self, name: str, data: Any, opts: dict[str, Any]) -> Job:
+        job = new_job(self.name, name, data, opts)
+        if not wants(self.backend, EventKind.ADDED, self.name):
+            return self.backend.add([job])[0]
+        since = self.backend.clock()
+        jobs = self.backend.add([job])
+        publish(self.backend, added_events(jobs, since))
+        return jobs[0]
+
+    def get_repeatables(self) -> list[Schedule]:
+        """The queue's repeatable jobs (their schedules, with next run and runs so far)."""
+        return [s for s in Scheduler(self.backend).list(self.name) if s.name.startswith(PREFIX)]
+
+    def remove_repeatable(self, schedule_name: str) -> bool:
+        """Stop a repeatable job (runs already added stay); whether it existed."""
+        if not schedule_name.startswith(PREFIX):
+            raise ValidationError(f"not a repeatable job's schedule: {schedule_name!r}")
+        return Scheduler(self.backend).remove(schedule_name)
 
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
+        items = list(jobs)
+        with tracing.publishing(self.name, len(items)) as (span, parent):
+            out = self._add_bulk(items, parent)
+            if span is not None and len(out) == 1:
+                span.set_attribute("messaging.message.id", out[0].id)
+        if self.metrics is not None:
+            self.metrics.added(self.name, len(out))
+        return out
+
+    def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
         queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
         for item in jobs:
@@ -127,9 +206,19 @@ class Queue:
             if opts is not seen:  # the same options object item after item: parsed once
                 if not isinstance(opts, Mapping):
                     raise ValidationError("bulk item opts must be a mapping")
-                seen, parsed = opts, JobOptions.parse(opts)
+                seen = full = opts
+                if parent is not None and opts.get("traceparent") is None:
+                    full = {**opts, "traceparent": parent}
+                if full.get("debounce") is not None:
+                    full = debounced(full)
+                parsed = JobOptions.parse(full)
             batch.append(NewJob(queue, name, data, parsed, parsed.job_id or new_job_id()))
-        return self.backend.add(batch)
+        if not wants(self.backend, EventKind.ADDED, self.name):
+            return self.backend.add(batch)
+        since = self.backend.clock()
+        added = self.backend.add(batch)
+        publish(self.backend, added_events(added, since))
+        return added
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:
@@ -155,19 +244,46 @@ class Queue:
         require(self.backend, Capability.FLOWS)
         return self.backend.get_children_results(parent_id)
 
+    def get_failed_children(self, parent_id: JobId) -> dict[JobId, str]:
+        """``{child id: error message}`` of the parent's dead-lettered children it still
+        counts as failed (BullMQ's ``getFailedChildrenValues``); see docs/jobs.md."""
+        require(self.backend, Capability.FLOWS)
+        return {c.id: split(c.error)[0] or "" for c in failed_children(self.backend, parent_id)}
+
+    def get_ignored_children_failures(self, parent_id: JobId) -> dict[JobId, str]:
+        """The same for children with ``ignore_dependency_on_failure``."""
+        require(self.backend, Capability.FLOWS)
+        return {c.id: split(c.error)[0] or ""
+                for c in failed_children(self.backend, parent_id, ignored=True)}  # fmt: skip
+
+    def remove_child_dependency(self, child_id: JobId) -> bool:
+        """Make the child's parent stop waiting for it (it runs once nothing else is
+        pending); False when the parent no longer waits for it."""
+        require(self.backend, Capability.FLOW_POLICIES)
+        ops: Any = self.backend
+        removed: bool = ops.remove_child_dependency(child_id)[0]
+        return removed
+
     # -- control -----------------------------------------------------------------------
     def pause(self) -> None:
         self.backend.pause(self.name)
+        self._event(EventKind.PAUSED, "")
 
     def resume(self) -> None:
         self.backend.resume(self.name)
+        self._event(EventKind.RESUMED, "")
+
+    def _event(self, kind: EventKind, job_id: str, **data: Any) -> None:
+        publish(self.backend, [JobEvent(kind, self.name, job_id, self.backend.clock(), data)])
 
     def is_paused(self) -> bool:
         return self.backend.is_paused(self.name)
 
     def drain(self) -> int:
         """Remove every waiting and delayed job; return how many."""
-        return self.backend.drain(self.name)
+        n = self.backend.drain(self.name)
+        self._event(EventKind.DRAINED, "", count=n)
+        return n
 
     def clean(self, grace_ms: int = 0, limit: int = 1000,
               state: JobState | str = JobState.COMPLETED) -> list[JobId]:  # fmt: skip
@@ -213,7 +329,52 @@ class Queue:
 
     def remove(self, job_id: JobId) -> bool:
         """Remove a job in any state but active; return False when there is none."""
-        return bool(self._ops().remove_job(job_id))
+        job = self.backend.get_job(job_id) if Capability.EVENTS in self.backend.capabilities \
+            else None  # fmt: skip
+        removed = bool(self._ops().remove_job(job_id))
+        if removed and job is not None:
+            self._event(EventKind.REMOVED, job_id, prev=job.state.value)
+        return removed
+
+    def cancel(self, job_id: JobId) -> None:
+        """Cancel a job: a waiting or delayed one is removed (event ``cancelled``); an
+        active one is asked to stop: its handler sees ``ctx.cancelled`` (a coroutine
+        handler gets CancelledError) and the job settles as cancelled, dead-lettered with
+        reason ``cancelled``, not retried (docs/events.md).
+
+        :raises JobNotFound: no such job. :raises JobStateError: it has finished.
+        """
+        ops = self._ops()
+        job = self.backend.get_job(job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state in (JobState.WAITING, JobState.DELAYED, JobState.WAITING_CHILDREN):
+            try:
+                if ops.remove_job(job_id):
+                    self._event(EventKind.CANCELLED, job_id, prev=job.state.value)
+                    return
+            except JobStateError:  # leased meanwhile: ask its worker
+                pass
+            job = self.backend.get_job(job_id)
+            if job is None:
+                raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        if job.state is not JobState.ACTIVE:
+            raise JobStateError(job_id, job.state.value, "cancel")
+        request_cancel(self.backend, job)
+
+    def wait(self, job_id: JobId, timeout: float | None = 30.0) -> Any:
+        """Wait until the job finishes and return its result.
+
+        Built on the backend's events where it keeps them, polling with backoff
+        elsewhere (``bunq://`` uses the server's pushed events).
+
+        :param timeout: seconds (None: no limit).
+        :raises JobFailed: it was dead-lettered (``data``: reason, error).
+        :raises JobCancelled: it was cancelled. :raises WaitTimeout: ``timeout`` passed.
+        :raises JobNotFound: no such job (or it was removed).
+        :raises UnsupportedError: the backend cannot look jobs up (SQS).
+        """
+        return wait_for(self.backend, job_id, timeout)
 
     def retry(self, job_id: JobId) -> None:
         """Run a failed (dead-lettered) or completed job again, with fresh attempts."""
@@ -283,3 +444,27 @@ def _replace(limits: QueueLimits, **changes: Any) -> QueueLimits:
         raise ConfigError(f"unknown limits {sorted(set(changes) - known)}")
     # every value is checked by QueueLimits itself (bunq.queueconfig)
     return QueueLimits(**{**{f: getattr(limits, f) for f in known}, **changes})
+
+
+def flow_children(backend: Backend, parent_id: JobId) -> list[Job]:
+    """The children of a flow parent that still exist: the ids it depends on whose
+    ``parent_id`` names it (one read per child)."""
+    parent = backend.get_job(parent_id)
+    if parent is None:
+        return []
+    kids = [backend.get_job(c) for c in parent.opts.depends_on]
+    return [k for k in kids if k is not None and k.opts.parent_id == parent_id]
+
+
+def failed_children(backend: Backend, parent_id: JobId, *, ignored: bool = False) -> list[Job]:
+    """Dead-lettered children of ``parent_id``: those it counts as failed, or (``ignored``)
+    those with ``ignore_dependency_on_failure``; ``remove_dependency_on_failure`` children
+    are no longer its dependencies and are in neither."""
+    out = []
+    for child in flow_children(backend, parent_id):
+        if child.state is not JobState.FAILED:
+            continue
+        policy = FlowFailure.of(child.opts)
+        if policy is not FlowFailure.REMOVE and (policy is FlowFailure.IGNORE) is ignored:
+            out.append(child)
+    return out

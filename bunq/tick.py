@@ -22,9 +22,15 @@ from typing import Any, Literal, TypeVar
 
 from .backends import resolve
 from .backends.base import Backend, check_queue_name
+from .backends.eventlog import publish, wants
 from .errors import BackendError, BunqError, ConfigError
-from .execution import Executor, Handler, Outcome, give_back, settle_batch
+from .execution import Executor, Handler, JobContext, Outcome, give_back, settle_batch
+from .execution.keepalive import Keepalive
+from .execution.observe import Observer
 from .job import Job, JobState, Lease, Settle
+from .jobevents import EventKind, active_events
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 
 log = logging.getLogger("bunq.tick")
 T = TypeVar("T")
@@ -80,8 +86,10 @@ class _Tick:
 
     def __init__(self, queue: str, handler: Handler, backend: Backend, max_jobs: int,
                  lease_ms: int, concurrency: int, deadline_at: int | None, clock: Clock,
-                 stop: Callable[[], bool] | None) -> None:  # fmt: skip
+                 stop: Callable[[], bool] | None,
+                 observer: Observer | None = None) -> None:  # fmt: skip
         self.queue, self.handler, self.backend = queue, handler, backend
+        self.observer = observer
         self.max, self.lease_ms, self.c = max_jobs, lease_ms, concurrency
         self.deadline, self.clock, self.stop_fn = deadline_at, clock, stop
         self.owner = f"tick:{os.uname().nodename}:{os.getpid()}"
@@ -96,11 +104,13 @@ class _Tick:
         self.settles: deque[int] = deque(maxlen=16)  # estimates (est_*) are their maxima
         self.est_run = self.est_settle = 0
         self.margin = min(1000, max(lease_ms // 10, 1))
+        self.keep = Keepalive(backend, queue, lease_ms)  # extends running jobs' leases
 
     def run(self) -> TickResult:
         start = self.clock()
         try:
-            with Executor(self.handler, self.c, clock=self.clock, name="bunq-tick") as ex:
+            with self.keep, Executor(self.handler, self.c, clock=self.clock,
+                                     name="bunq-tick") as ex:  # fmt: skip
                 self._drive(ex)
         except BackendError as exc:
             exc.data["tick"] = self._result(start).to_dict()
@@ -114,11 +124,13 @@ class _Tick:
                     lease = self._next()
                     if lease is None:
                         break
+                    ctx = JobContext(lease.job, self.backend, lease, self.lease_ms)
+                    self.keep.started(lease, ctx)
                     if ex.inline:
-                        self._record(lease, ex.run(lease.job))
+                        self._record(lease, ex.run(lease.job, ctx))
                     else:
                         self.inflight[id(lease)] = lease
-                        ex.start([(lease, lease.job)])
+                        ex.start([(lease, lease.job, ctx)])
                 if not self.inflight:
                     break
                 self._collect(ex.done.get())  # block until one finishes
@@ -171,6 +183,8 @@ class _Tick:
         n = min(self._chunk(self.clock()), remaining)
         leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
         self.n["leased"] += len(leases)
+        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
+            publish(self.backend, active_events(leases, self.backend.clock()))
         self.dry = len(leases) < n
         self.pending.extend(leases)
         self.stopped = None if leases else "empty"
@@ -217,6 +231,7 @@ class _Tick:
         return replace(lease, expires_at=now + ms)
 
     def _record(self, lease: Lease, outcome: Outcome) -> None:
+        lease = self.keep.finished(lease)  # with the expiry the keepalive gave it
         self.runs.append(max(outcome.took, 0))
         self.est_run = max(self.runs)
         self.done.append((lease, outcome))
@@ -228,7 +243,7 @@ class _Tick:
         if not done:
             return
         t0 = self.clock()
-        for s in settle_batch(self.backend, done):
+        for s in settle_batch(self.backend, done, self.observer):
             self.n[s.kind] += 1
             if s.dead:
                 self.n["moved_to_dlq"] += 1
@@ -239,7 +254,7 @@ class _Tick:
         """Give back leased-but-unstarted jobs (default: all pending), attempts unspent."""
         if leases is None:
             leases, self.pending = self.pending, deque()
-        for answer in give_back(self.backend, leases):
+        for answer in give_back(self.backend, leases, observer=self.observer):
             self.n["stale" if answer is Settle.STALE else "released"] += 1
 
     def _result(self, start: int) -> TickResult:
@@ -286,13 +301,15 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
          lease_ms: int = 30_000, concurrency: int = 1, deadline_ms: int | None = None,
          deadline_at: int | None = None, clock: Clock | None = None,
          stop: Callable[[], bool] | None = None, loop_while_more: bool = False,
-         housekeeping: bool = True,
-         progress: Callable[[TickResult], None] | None = None) -> TickResult:  # fmt: skip
+         housekeeping: bool = True, progress: Callable[[TickResult], None] | None = None,
+         metrics: JobMetrics | bool | None = None) -> TickResult:  # fmt: skip
     """Drain up to ``max`` due jobs of ``queue`` once; return what happened.
 
-    :param handler: ``handler(job)``: a function or a coroutine function.
+    :param handler: ``handler(job)`` or ``handler(job, ctx)`` (a
+        :class:`~bunq.execution.JobContext`): a function or a coroutine function.
     :param backend: a Backend, or a URL opened and closed here (default BUNQ_BACKEND).
-    :param lease_ms: lease per job; must cover one job (no heartbeat while it runs).
+    :param lease_ms: lease per job; a running job's lease is extended every third of
+        it (a keepalive thread while jobs run, joined before the tick returns).
     :param concurrency: jobs at once (threads for functions, one event loop for
         coroutines; both joined before returning).
     :param deadline_ms: budget in ms from now (``deadline_at``: an epoch-ms time of
@@ -303,6 +320,8 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
     :param loop_while_more: tick again while a tick fills its batch, within the
         deadline; results are merged. ``housekeeping``: sweep and fire cron first.
     :param progress: called between the ticks of a loop with the counters so far.
+    :param metrics: where the tick is counted (:mod:`bunq.metrics`): the process's
+        registry (default), another :class:`~bunq.metrics.JobMetrics`, or False.
     :raises BackendError: lease or extend failed (``err.data["tick"]``: counters so
         far). Settle failures do not raise: they count as ``unsettled``.
     """
@@ -314,13 +333,15 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
             raise ConfigError(f"{name} must be a positive integer, got {v!r}")
     if deadline_ms is not None and deadline_at is not None:
         raise ConfigError("give deadline_ms (a budget) or deadline_at (a time), not both")
+    observer = resolve_metrics(metrics)
     be, owned = resolve(backend)
     try:
         now_fn = clock or be.clock
         if deadline_ms is not None:
             deadline_at = now_fn() + int(deadline_ms)
         done = _housekeeping(be, queue, now_fn()) if housekeeping else {}
-        args = (queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop)
+        args = (queue, handler, be, max, lease_ms, concurrency, deadline_at, now_fn, stop,
+                observer)  # fmt: skip
         result = _Tick(*args).run()
         while loop_while_more and result.stopped == "max":
             if progress is not None:
@@ -328,7 +349,10 @@ def tick(queue: str, handler: Handler, backend: Backend | str | None = None, *, 
             result = result.merge(_Tick(*args).run())
         counts = _safely("queue depth", lambda: be.counts(queue), None)
         depth = None if counts is None else sum(counts.get(s, 0) for s in DEPTH_STATES)
-        return replace(result, queue_depth=depth, **done)
+        result = replace(result, queue_depth=depth, **done)
+        if observer is not None:
+            observer.ticked(queue, result.duration_ms, depth)
+        return result
     finally:
         if owned:
             be.close()

@@ -43,6 +43,9 @@ class Capability(str, enum.Enum):
     MULTI_PROCESS = "multi_process"  # several processes may share the store
     CLOCK = "clock"  # delays, leases, backoff and sweeps follow the injected clock(), to the ms
     HISTORY = "history"  # every attempt's error and duration is kept (get_job, DLQ entries)
+    GROUP_MAX_SIZE = "group_max_size"  # refuse adds to a FIFO group holding that many pending
+    FLOW_POLICIES = "flow_policies"  # a dead-lettered child's policy for its parent (FlowFailure)
+    EVENTS = "events"  # job events others can read (QueueEvents, queue.wait): bunq.jobevents
     JOB_OPS = "job_ops"  # per-job operations: remove, retry, promote, reprioritise... (jobops.py)
 
 

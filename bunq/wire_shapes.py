@@ -103,12 +103,12 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
         "stallTimeout": None,
         "stallCount": job.stalls,
         "stackTraceLimit": o.stack_trace_limit,
-        "keepLogs": None,
+        "keepLogs": o.keep_logs,
         "sizeLimit": None,
-        "failParentOnFailure": False,
-        "removeDependencyOnFailure": False,
-        "continueParentOnFailure": False,
-        "ignoreDependencyOnFailure": False,
+        "failParentOnFailure": o.fail_parent_on_failure,
+        "removeDependencyOnFailure": o.remove_dependency_on_failure,
+        "continueParentOnFailure": o.continue_parent_on_failure,
+        "ignoreDependencyOnFailure": o.ignore_dependency_on_failure,
         "deduplicationTtl": _n(o.unique_ttl),
         "deduplicationExtend": o.unique_strategy is UniqueStrategy.EXTEND,
         "deduplicationReplace": o.unique_strategy is UniqueStrategy.REPLACE,
@@ -133,7 +133,9 @@ _DEFAULT_OPTS: Final = JobOptions().to_dict()
 
 def options_to_wire(opts: JobOptions) -> dict[str, Any]:
     """Return the options that differ from the defaults (bunq's own client)."""
-    return {k: v for k, v in opts.to_dict().items() if v != _DEFAULT_OPTS[k]}
+    return {
+        k: v for k, v in opts.to_dict().items() if k not in _DEFAULT_OPTS or v != _DEFAULT_OPTS[k]
+    }
 
 
 def options_from_wire(d: Mapping[str, Any]) -> JobOptions:

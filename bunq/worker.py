@@ -21,18 +21,26 @@ from types import FrameType
 from typing import Any
 
 from .backends import resolve
-from .backends.base import Backend, check_queue_name
+from .backends.base import Backend, Capability, check_queue_name
+from .backends.eventlog import publish, wants
 from .errors import BackendError, ConfigError
 from .execution import (
+    CANCEL_POLL_S,
     Executor,
     Handler,
+    JobContext,
     Outcome,
     Settled,
     give_back,
+    poll_cancels,
+    prune_cancels,
     settle_batch,
     settle_failure,
 )
 from .job import Lease, Settle
+from .jobevents import EventKind, active_events
+from .metrics import JobMetrics
+from .metrics import resolve as resolve_metrics
 from .validate import MAX_DURATION_MS, duration, integer, text
 
 log = logging.getLogger("bunq.worker")
@@ -46,6 +54,7 @@ class _Held:
         self.leases: dict[str, Lease] = {}
         self.started: dict[str, float] = {}
         self.timed_out: set[str] = set()
+        self.contexts: dict[str, JobContext] = {}
 
 
 MAX_CONCURRENCY = 100_000  # jobs at once, or per lease call
@@ -63,12 +72,15 @@ class Worker:
     :param sweep_interval_ms: how often this worker recovers expired leases.
     :param health_file: touched (at most once a second) whenever the worker leases or
         extends its leases: a liveness probe checks that it is recent (docs/operations.md).
+    :param metrics: where settled jobs are counted (:mod:`bunq.metrics`): the process's
+        registry (default), another :class:`~bunq.metrics.JobMetrics`, or False for none.
     """
 
     def __init__(self, queue: str, handler: Handler, backend: Backend | str | None = None, *,
                  concurrency: int = 1, lease_ms: int = 30_000, batch: int | None = None,
                  idle_wait_ms: int = 1000, sweep_interval_ms: int = 5000,
-                 owner: str | None = None, health_file: str | None = None) -> None:  # fmt: skip
+                 owner: str | None = None, health_file: str | None = None,
+                 metrics: JobMetrics | bool | None = None) -> None:  # fmt: skip
         if not callable(handler):
             raise ConfigError("handler must be callable")
         integer(concurrency, "concurrency", 1, MAX_CONCURRENCY, ConfigError)
@@ -97,6 +109,7 @@ class Worker:
         self._next_sweep = 0.0
         self.health_file = health_file
         self._touched = 0.0
+        self.metrics = resolve_metrics(metrics)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> Worker:
@@ -173,6 +186,10 @@ class Worker:
         with self._held.lock:
             for lease in leases:
                 self._held.leases[lease.id] = lease
+                self._held.contexts[lease.id] = JobContext(lease.job, self.backend, lease,
+                                                           self.lease_ms)  # fmt: skip
+        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
+            publish(self.backend, active_events(leases, self.backend.clock()))
         return leases
 
     def _idle(self) -> None:
@@ -192,8 +209,8 @@ class Worker:
                 if self._stop.is_set():
                     self._return_unstarted(leases[i:])
                     break
-                self._mark_started(lease)
-                done.append((lease, ex.run(lease.job)))
+                (ctx,) = self._mark_started(lease)
+                done.append((lease, ex.run(lease.job, ctx)))
             self._settle(done)
 
     def _loop_concurrent(self, ex: Executor) -> None:
@@ -205,10 +222,10 @@ class Worker:
                 self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
             )
             if leases:
-                self._mark_started(*leases)
+                ctxs = self._mark_started(*leases)
                 for lease in leases:
                     inflight[id(lease)] = lease
-                ex.start([(lease, lease.job) for lease in leases])
+                ex.start([(lease, lease.job, ctx) for lease, ctx in zip(leases, ctxs, strict=True)])
             if not inflight:
                 self._idle()
                 continue
@@ -231,17 +248,21 @@ class Worker:
                 del inflight[id(lease)]
             self._settle(ready)
 
-    def _mark_started(self, *leases: Lease) -> None:
+    def _mark_started(self, *leases: Lease) -> list[JobContext | None]:
+        """Note when ``leases`` started; return their contexts (made when leased)."""
         now = time.monotonic()
         with self._held.lock:
+            get = self._held.contexts.get
             for lease in leases:
                 self._held.started[lease.id] = now
+            return [get(lease.id) for lease in leases]
 
     def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
         with self._held.lock:
             done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
         try:
-            for (lease, _), s in zip(done, settle_batch(self.backend, done), strict=True):
+            settled = settle_batch(self.backend, done, self.metrics)
+            for (lease, _), s in zip(done, settled, strict=True):
                 self._count(lease, s)
         finally:
             with self._held.lock:
@@ -251,6 +272,7 @@ class Worker:
     def _forget(self, job_id: str) -> None:
         self._held.leases.pop(job_id, None)
         self._held.started.pop(job_id, None)
+        self._held.contexts.pop(job_id, None)
         self._held.timed_out.discard(job_id)
 
     def _count(self, lease: Lease, s: Settled) -> None:
@@ -265,7 +287,7 @@ class Worker:
 
     def _return_unstarted(self, leases: list[Lease]) -> None:
         """Return leased-but-unstarted jobs at once, without spending their attempt."""
-        give_back(self.backend, leases)
+        give_back(self.backend, leases, observer=self.metrics)
         with self._held.lock:
             for lease in leases:
                 self._forget(lease.id)
@@ -280,15 +302,25 @@ class Worker:
             self.backend.sweep()
         except BackendError as exc:
             log.warning("sweep failed: %s", exc)
+        if Capability.JOB_OPS in self.backend.capabilities:
+            prune_cancels(self.backend, self.queue)
 
     def _heartbeat(self) -> None:
         period = self.lease_ms / 3000
-        last = time.monotonic()
+        last = polled = time.monotonic()
+        cancels = Capability.JOB_OPS in self.backend.capabilities
         while not self._done.wait(min(period, 0.05)):
             self._enforce_timeouts()
             if time.monotonic() - last >= period:
                 last = time.monotonic()
                 self._extend_all()
+            if cancels and time.monotonic() - polled >= CANCEL_POLL_S:
+                polled = time.monotonic()
+                with self._held.lock:
+                    running = [self._held.contexts[k] for k in self._held.started
+                               if k in self._held.contexts]  # fmt: skip
+                if running:
+                    poll_cancels(self.backend, self.queue, running)
 
     def _extend_all(self) -> None:
         self._alive()
@@ -315,7 +347,7 @@ class Worker:
             err = TimeoutError(f"timed out after {lease.job.opts.timeout} ms")
             outcome = Outcome(False, error=err,
                               duration_ms=lease.job.opts.timeout or 0, timed_out=True)  # fmt: skip
-            self._count(lease, settle_failure(self.backend, lease, outcome))
+            self._count(lease, settle_failure(self.backend, lease, outcome, self.metrics))
 
 
 def run_worker(queue: str, handler: Callable[..., Any], backend: str | None = None,

@@ -35,6 +35,12 @@ DEFAULT_MAX = 100
 EMF_METRICS = (("succeeded", "Count"), ("failed", "Count"), ("moved_to_dlq", "Count"),
                ("unsettled", "Count"), ("stale", "Count"),
                ("duration_ms", "Milliseconds"))  # fmt: skip
+# The SQS event-source handler's batch line: records (``failed``: those reported back to
+# SQS), what the jobs did, and each job's run time (a list: CloudWatch computes statistics).
+SQS_EMF_METRICS = (("records", "Count"), ("failed", "Count"), ("ran", "Count"),
+                   ("succeeded", "Count"), ("jobs_failed", "Count"), ("moved_to_dlq", "Count"),
+                   ("unsettled", "Count"), ("duration_ms", "Milliseconds"),
+                   ("job_duration_ms", "Milliseconds"))  # fmt: skip
 DEFAULT_SAFETY_MS = 3000
 # The EventBridge rule envelope and Scheduler context attributes: accepted, not used.
 ENVELOPE = frozenset({"version", "id", "detail-type", "source", "account", "time", "region",
@@ -225,11 +231,11 @@ def log_json(message: str, level: str = "INFO", **fields: Any) -> None:
     log.log(logging.getLevelName(level), message, extra=fields)
 
 
-def emf(queue: str) -> dict[str, Any]:
+def emf(queue: str, metrics: tuple[tuple[str, str], ...] = EMF_METRICS) -> dict[str, Any]:
     """The ``_aws`` member that makes a log line carry CloudWatch metrics (EMF)."""
     return {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [{
         "Namespace": "bunq", "Dimensions": [["queue"]],
-        "Metrics": [{"Name": name, "Unit": unit} for name, unit in EMF_METRICS]}]}  # fmt: skip
+        "Metrics": [{"Name": name, "Unit": unit} for name, unit in metrics]}]}  # fmt: skip
 
 
 def run_tick(rt: Runtime, opts: TickOptions, remaining_ms: int | None, *, metrics: bool = False,
@@ -267,36 +273,52 @@ def sqs_records(event: object) -> list[SqsRecord]:
     return cast(list[SqsRecord], records)
 
 
-def run_records(rt: Runtime, records: list[SqsRecord], **log_fields: Any) -> SqsResponse:
+def run_records(rt: Runtime, records: list[SqsRecord], *, metrics: bool = False,
+                **log_fields: Any) -> SqsResponse:  # fmt: skip
     """Run each record's job under bunq's retry/DLQ policy; report what SQS must redeliver.
 
     A job that fails with attempts left is hidden for its backoff and reported;
     a dead one is moved to the DLQ with its reason and not reported (Lambda
     deletes it); see :mod:`bunq.sqs_events`. On a FIFO queue, once a
     record fails, the rest of its message group is reported unrun (order kept).
+    ``metrics``: the batch line carries CloudWatch EMF metrics (the Lambda handler).
     """
+    from bunq.sqs_events import Tally  # boto3: on first SQS use
+
+    start, tally = time.perf_counter(), Tally()
     failed: list[BatchItemFailure] = []
     stopped: set[str] = set()  # FIFO groups with a failed record in this batch
     for rec in records:
         group = (rec.get("attributes") or {}).get("MessageGroupId")
         report = group is not None and group in stopped
         if not report:
-            report = _run_record(rt, rec)
+            report = _run_record(rt, rec, tally)
         if report:
             failed.append({"itemIdentifier": rec["messageId"]})
             if group is not None:
                 stopped.add(group)
-    log_json("bunq sqs batch", "INFO", records=len(records), failed=len(failed), **log_fields)
+    fields: dict[str, Any] = {"records": len(records), "failed": len(failed)}
+    if metrics:
+        queue = str(records[0].get("eventSourceARN", "")).rsplit(":", 1)[-1] if records else ""
+        fields = {"queue": queue, "records": len(records), "failed": len(failed),
+                  "ran": tally.ran, "succeeded": tally.succeeded, "jobs_failed": tally.failed,
+                  "moved_to_dlq": tally.moved_to_dlq, "unsettled": tally.unsettled,
+                  "duration_ms": int((time.perf_counter() - start) * 1000),
+                  "job_duration_ms": tally.durations,
+                  "_aws": emf(queue, SQS_EMF_METRICS)}  # fmt: skip
+    level = "ERROR" if tally.unsettled else "INFO"
+    log_json("bunq sqs batch", level, **fields, **log_fields)
     return {"batchItemFailures": failed}
 
 
-def _run_record(rt: Runtime, rec: SqsRecord) -> bool:
+def _run_record(rt: Runtime, rec: SqsRecord, tally: Any) -> bool:
     """Prepare, run and settle one record; True: report it (SQS redelivers it)."""
-    from bunq.sqs_events import run_record  # boto3: on first SQS use
+    from bunq.sqs_events import run_record
 
     try:
-        return run_record(rt.sqs_backend(rec.get("eventSourceARN", "")), rec, rt.handler)
+        return run_record(rt.sqs_backend(rec.get("eventSourceARN", "")), rec, rt.handler, tally)
     except BunqError as exc:  # SQS unreachable, or a bad ARN: leave it to SQS's redelivery
+        tally.unsettled += 1
         log_json("record not settled", "ERROR", message_id=rec["messageId"],
                  error=type(exc).__name__, detail=str(exc))  # fmt: skip
         return True

@@ -58,4 +58,4 @@ def sqs_handler(event: SqsEvent, context: LambdaContext) -> SqsResponse:
     """Run each record's job; report the failed ones for redelivery."""
     records = _common.sqs_records(event)
     request_id = getattr(context, "aws_request_id", None)
-    return _common.run_records(runtime(), records, request_id=request_id)
+    return _common.run_records(runtime(), records, metrics=True, request_id=request_id)

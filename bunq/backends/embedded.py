@@ -29,6 +29,7 @@ from ..engine import Engine, EngineConfig
 from ..errors import ConfigError
 from ..job import now_ms
 from .base import ALL_CAPABILITIES, Capability, Clock
+from .eventlog import MemoryEventLog
 from .urls import redact
 
 _INT_OPTIONS = ("shards", "max_payload", "max_stalls", "flush_ms", "flush_changes")
@@ -54,6 +55,10 @@ class EmbeddedBackend(Engine):
         super().__init__(clock=clock, config=config, **overrides)
         self.data_path = data
         self._writer: Any = None
+        self._events = MemoryEventLog()  # job events, in this process (bunq.jobevents)
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
+        self.has_readers = self._events.has_readers
         if data is not None:
             from ..engine.writebehind import open_store
 
@@ -93,6 +98,7 @@ class EmbeddedBackend(Engine):
     def close(self) -> None:
         """Stop maintenance, flush and close the data file (if any). Idempotent."""
         super().close()
+        self._events.close()
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()

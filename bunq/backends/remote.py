@@ -28,12 +28,14 @@ from ..batching import Batcher, Slot
 from ..client_link import Link
 from ..errors import BunqError, ConfigError, ValidationError
 from ..job import DlqEntry, Job, JobId, JobState, Lease, NewJob, Settle, check_new_jobs, now_ms
+from ..jobevents import EventKind, JobEvent
 from ..policy import DEFAULT_MAX_STALLS, FailDecision
 from ..protocol import error_from_reply
 from ..validate import page
 from ..wire_shapes import dlq_from_bq, job_from_bq, options_to_wire
 from . import remote_jobops
 from .base import Capability, Clock, DlqConfig, QueueLimits, SweepResult
+from .remote_events import RemoteEventReader
 from .urls import redact
 
 MAX_ADD_FRAME = 5_000  # jobs per coalesced BqAdd
@@ -172,6 +174,15 @@ class RemoteBackend:
             for j, token, attempt, expires in reply["leases"]
         ]
 
+    # -- job events (the server publishes what it performs: bunq.backends.remote_events) ---
+    own_events = frozenset(EventKind)  # drivers publish nothing over bunq://
+
+    def publish_events(self, events: Sequence[JobEvent]) -> None:
+        """Nothing to send: the server publishes every change it makes itself."""
+
+    def event_reader(self, queue: str) -> RemoteEventReader:
+        return RemoteEventReader(self.link, queue)
+
     def wait(self, queue: str, timeout_ms: int) -> bool:
         t = max(0, min(int(timeout_ms), 60_000))
         self._call("BqWait", True, t / 1000 + self.link.timeout, queue=queue, timeout=t)
@@ -229,6 +240,10 @@ class RemoteBackend:
 
     def set_parent(self, job_id: JobId, parent_id: JobId) -> None:
         self._call("UpdateParent", True, childId=job_id, parentId=parent_id)
+
+    def remove_child_dependency(self, child_id: JobId) -> tuple[bool, str | None]:
+        reply = self._call("RemoveChildDependency", id=child_id)
+        return bool(reply["removed"]), reply.get("queue")
 
     # -- queue control -----------------------------------------------------------------
     def pause(self, queue: str) -> None:

@@ -18,7 +18,7 @@ from .base import check_queue_name as _qn
 
 def remove_job(self: Any, job_id: JobId) -> bool:
     try:
-        self._call("Cancel", id=job_id)
+        self._call("Cancel", id=job_id, removeOnly=True)  # an active job: job_state
     except JobNotFound:
         return False
     return True

@@ -15,6 +15,7 @@ from typing import IO, Any
 from ..backends.base import Backend
 from ..errors import BunqError, ConfigError, Retry, ValidationError
 from ..job import Job, JobState
+from ..metrics import JobMetrics
 from ..queue import Queue
 from ..stacks import split
 from ..tick import TickResult, load_handler, tick
@@ -63,14 +64,19 @@ def cmd_tick(args: argparse.Namespace, be: Backend) -> int:
         prog.update(line)  # fmt: skip
 
     old = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    export = bool(args.metrics_textfile or args.pushgateway)
+    metrics = JobMetrics() if export else None
     try:
         deadline = None if args.deadline is None else int(args.deadline * 1000)
         r = tick(queue, handler, be, max=args.max, lease_ms=args.lease_ms or args.settings.lease_ms,
                  concurrency=args.concurrency, deadline_ms=deadline, stop=lambda: bool(got),
-                 loop_while_more=args.loop_while_more, progress=progress)  # fmt: skip
+                 loop_while_more=args.loop_while_more, progress=progress,
+                 metrics=metrics)  # fmt: skip
     finally:
         signal.signal(signal.SIGTERM, old)
         prog.done()
+        if metrics is not None:
+            _export_metrics(args, metrics, queue)
     out(args, {"queue": queue, **r.to_dict()},
         f"{queue}: leased {r.leased}, succeeded {r.succeeded}, failed {r.failed} "
         f"({r.moved_to_dlq} to DLQ), stale {r.stale}, unsettled {r.unsettled}, "
@@ -83,10 +89,35 @@ def cmd_tick(args: argparse.Namespace, be: Backend) -> int:
     return EXIT_SIGTERM if got else EXIT_OK
 
 
+def _export_metrics(args: argparse.Namespace, metrics: JobMetrics, queue: str) -> None:
+    """Write/push the tick's metrics; a failure is reported, the tick's outcome stands."""
+    if args.metrics_textfile:
+        try:
+            metrics.write_textfile(args.metrics_textfile)
+        except OSError as exc:
+            print(f"bunq: cannot write {args.metrics_textfile}: {exc}", file=sys.stderr)
+    if args.pushgateway:
+        try:
+            metrics.push(args.pushgateway, job="bunq_tick", grouping={"queue": queue})
+        except OSError as exc:  # URLError and HTTPError are OSErrors
+            print(f"bunq: cannot push to {args.pushgateway}: {exc}", file=sys.stderr)
+
+
 def cmd_worker(args: argparse.Namespace, be: Backend) -> int:
     from ..worker import Worker
 
     queue, handler = _queue(args), _handler(args)
+    if args.metrics_port is not None:
+        import prometheus_client
+
+        from .. import metrics
+
+        server, _ = prometheus_client.start_http_server(
+            args.metrics_port, args.metrics_host, registry=metrics.registry()
+        )
+        port = server.server_address[1]
+        print(f"bunq worker: metrics at http://{args.metrics_host}:{port}/metrics",
+              file=sys.stderr)  # fmt: skip
     w = Worker(queue, handler, be, concurrency=args.concurrency,
                lease_ms=args.lease_ms or args.settings.lease_ms,
                health_file=args.health_file)  # fmt: skip

@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                    )  # fmt: skip
     t.add_argument("--deadline", type=SECONDS, metavar="SECONDS",
                    help="start no job that could not finish within SECONDS")  # fmt: skip
+    _metrics_export(t, w)
 
     a = add(sub, "add", "add one job, or many from a JSON-lines file")
     a.add_argument("queue", metavar="QUEUE")
@@ -146,3 +147,18 @@ def _cron_add(c: argparse.ArgumentParser) -> None:
     c.add_argument("--catch-up", action="store_true", help="after downtime, run once late")
     c.add_argument("--allow-overlap", action="store_true",
                    help="fire even while the previous run's job is live")  # fmt: skip
+
+
+def _metrics_export(t: argparse.ArgumentParser, w: argparse.ArgumentParser) -> None:
+    """``bunq tick``'s metrics for a CronJob (a textfile, a Pushgateway); ``bunq worker``'s
+    on an HTTP port."""
+    w.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve the worker's Prometheus metrics on http://HOST:PORT/")  # fmt: skip
+    w.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="interface for --metrics-port (127.0.0.1; 0.0.0.0: scraped)")  # fmt: skip
+    t.add_argument("--metrics-textfile", metavar="PATH",
+                   help="write the tick's Prometheus metrics to PATH (node_exporter's "
+                   "textfile collector) when it ends")  # fmt: skip
+    t.add_argument("--pushgateway", metavar="URL",
+                   help="push the tick's Prometheus metrics to this Pushgateway "
+                   "(job bunq_tick, grouped by queue) when it ends")  # fmt: skip

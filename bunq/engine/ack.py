@@ -17,6 +17,7 @@ from ..job import Attempt, Lease, Settle
 from ..policy import FailDecision
 from ..validate import duration, storable
 from .core import Core
+from .flowfail import settle_flows
 from .record import ACTIVE, CHILDREN, Rec
 from .shard import Shard
 
@@ -137,13 +138,17 @@ def fail(core: Core, lease: Lease, error: str | None, decision: FailDecision,
             shard.drop_unique(rec, held_only=True)
             if rec.opts.remove_on_fail and shard.jobs.get(rec.id) is rec:
                 shard.forget(q, rec)
-            return OK
-        if decision.kind == "delay":
-            rec.attempts -= 1
-        rec.run_at = max(decision.run_at, now)
-        shard.to_waiting(q, rec, now)
-    if core.store is not None:
-        core.store.kick()
+            dead_child = rec.opts.parent_id is not None
+        else:
+            dead_child = False
+            if decision.kind == "delay":
+                rec.attempts -= 1
+            rec.run_at = max(decision.run_at, now)
+            shard.to_waiting(q, rec, now)
+    if dead_child:
+        settle_flows(core)
+    if core.store is not None and (decision.kind != "dlq" or dead_child):
+        core.store.kick()  # (a dead-lettered job alone is written with the next batch)
     return OK
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..job import now_ms
 from ..values import SweepResult
-from . import ack, control, dlq, jobops, parents, pull, push, query
+from . import ack, control, dlq, flowfail, jobops, parents, pull, push, query
 from . import sweep as sweeps
 from .config import EngineConfig
 from .core import Core
@@ -63,6 +63,7 @@ class Engine(Core):
     queues = query.queues
     get_children_results = query.get_children_results
     set_parent = parents.set_parent
+    remove_child_dependency = flowfail.remove_child_dependency
     update_progress = query.update_progress
     add_log = query.add_log
     get_logs = query.get_logs

@@ -33,6 +33,7 @@ from ..jobrules import (
 )
 from .core import Core
 from .dlq import revive
+from .flowfail import settle_flows
 from .record import ACTIVE, FAILED, WAITING, Rec
 from .shard import Shard
 
@@ -192,6 +193,7 @@ def discard_job(core: Core, job_id: JobId) -> None:
         shard.drop_unique(rec, held_only=True)
 
     _on(core, job_id, op)
+    settle_flows(core)
 
 
 def clear_logs(core: Core, job_id: JobId, keep: int = 0) -> None:

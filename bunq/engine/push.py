@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from ..codec import pack
-from ..errors import DependencyError, DuplicateJob
+from ..errors import DependencyError, DuplicateJob, group_full
 from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
 from .core import Core, paused_gc
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
@@ -50,7 +50,7 @@ def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     if len(jobs) == 1:
         o = jobs[0].opts
         if not (o.job_id is not None or o.unique_key is not None or o.depends_on
-                or o.parent_id or o.durable):  # fmt: skip
+                or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
             return _add_one(core, jobs[0])
     if len(jobs) < BULK:
         return _add(core, jobs)
@@ -97,7 +97,7 @@ def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
         o = job.opts
         if (job.queue != jobs[0].queue and route(job.queue) is not shard) or (
                 o.job_id is not None or o.unique_key is not None or o.depends_on
-                or o.parent_id or o.durable):  # fmt: skip
+                or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
             plain = False
     limit = core.max_payload
     blobs = [pack(job.data, "data", limit) for job in jobs]
@@ -217,6 +217,10 @@ def _admit(core: Core, shard: Shard, job: NewJob, blob: bytes, now: int, undo: U
     jobs = shard.jobs
     if job.id in jobs:
         raise DuplicateJob(f"a job with id {job.id!r} already exists", job_id=job.id)
+    if o.group_max_size is not None and o.group is not None and not deps:
+        q0 = shard.queues.get(job.queue)
+        if q0 is not None and q0.group_pending.get(o.group, 0) >= o.group_max_size:
+            raise group_full(o.group, o.group_max_size)
     run_at = now + o.delay
     rec = Rec(job.id, job.queue, job.name, blob, o, shard.next_seq(now), now, run_at)
     q = shard.queues.get(job.queue) or shard.queue(job.queue)

@@ -29,7 +29,7 @@ class QueueState:
     __slots__ = (
         "name", "lanes", "parked", "completed", "dlq", "paused", "limits", "bucket",
         "dlq_config", "has_row", "cond", "nwait", "n_waiting", "n_delayed", "n_active",
-        "n_children", "dlq_evicted", "version", "stuck", "completed_dropped",
+        "n_children", "dlq_evicted", "version", "stuck", "completed_dropped", "group_pending",
     )  # fmt: skip
 
     def __init__(self, name: str, jobs: dict[str, Rec]) -> None:
@@ -50,6 +50,7 @@ class QueueState:
         self.n_delayed = 0
         self.n_active = 0
         self.n_children = 0
+        self.group_pending: dict[str, int] = {}  # waiting + delayed jobs per FIFO group
         self.dlq_evicted = 0  # DLQ entries dropped at entry since the last sweep
         # completed jobs the retention bounds dropped (count, age): counts() still
         # reports them as completed, as bunqueue (which keeps them all) would

@@ -165,8 +165,11 @@ def add_log(core: Core, job_id: JobId, line: str) -> None:
                 lines = []
                 core.logs.put(job_id, lines)
             lines.append(line)
-            if len(lines) > cfg.log_lines_max:
-                del lines[: len(lines) - cfg.log_lines_max]
+            keep = cfg.log_lines_max
+            if rec.opts.keep_logs is not None:
+                keep = min(keep, rec.opts.keep_logs)
+            if len(lines) > keep:
+                del lines[: len(lines) - keep]
         return True
 
     if not core.locked(job_id, append, False):

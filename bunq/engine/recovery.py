@@ -22,6 +22,7 @@ import apsw
 from ..job import Attempt, FailureReason
 from ..policy import decide_stall
 from . import codec
+from .flowfail import released_on_restart
 from .record import ACTIVE, CHILDREN, COMPLETED, FAILED, WAITING, Rec
 
 if TYPE_CHECKING:
@@ -59,8 +60,9 @@ def recover(core: Core, conn: apsw.Connection) -> int:
         if rec.state is ACTIVE:
             _charge_stall(core, rec, now)
         if rec.state is CHILDREN:
-            deps = [d for d in dict.fromkeys(rec.opts.depends_on)
-                    if d in present and present[d].state is not COMPLETED]  # fmt: skip
+            kids = [present[d] for d in dict.fromkeys(rec.opts.depends_on) if d in present]
+            left, released = released_on_restart(kids)
+            deps = [] if released else [k.id for k in left]
             rec.pending = len(deps)
             if deps:
                 with core.xlock:

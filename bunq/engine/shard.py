@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from .._core import MinHeap
 from .config import EngineConfig
@@ -64,6 +66,9 @@ class Shard:
         self.dirty: dict[str, Rec | None] | None = None
         self.dirty_unique: dict[UniqueKey, list[object] | None] | None = None
         self.dirty_queues: set[str] | None = None
+        # flow children dead-lettered under this lock: (id, queue, opts, error), for
+        # bunq.engine.flowfail.settle_flows to apply their parent policy after it
+        self.failed_children: deque[tuple[str, str, Any, str | None]] = deque()
 
     # -- lookups -------------------------------------------------------------------------
     def queue(self, name: str) -> QueueState:
@@ -166,11 +171,17 @@ class Shard:
             q.wake(self.lock)
         if rec.expire_at is not None and rec.id not in self.ttl:
             self.ttl.push(rec.id, rec.expire_at)
+        group = rec.group
+        if group is not None:
+            gp = q.group_pending
+            gp[group] = gp.get(group, 0) + 1
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
     def leave_waiting(self, q: QueueState, rec: Rec) -> None:
         """Take a waiting (or delayed, or parked) ``rec`` out of its container."""
+        if rec.group is not None:
+            _group_left(q, rec.group)
         if self.delayed.discard(rec.id):
             q.n_delayed -= 1
             return
@@ -210,6 +221,7 @@ class Shard:
         if group is not None:
             ga = q.lanes.group_active
             ga[group] = ga.get(group, 0) + 1
+            _group_left(q, group)
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
@@ -248,6 +260,8 @@ class Shard:
         rec.dlq_at = now
         if self.dirty is not None:
             self.dirty[rec.id] = rec
+        if rec.opts.parent_id is not None:
+            self.failed_children.append((rec.id, rec.queue, rec.opts, rec.error))
         evicted = q.dlq.add(rec, now, max(q.dlq_config.max_entries, 0))
         if evicted is not None:
             self.drop(evicted)
@@ -374,6 +388,20 @@ class Shard:
                 if r.state is ACTIVE and r.group is not None:
                     groups[r.group] = groups.get(r.group, 0) + 1
             assert q.lanes.group_active == groups, name
+            pending: dict[str, int] = {}
+            for r in recs:
+                if r.state is WAITING and r.group is not None:
+                    pending[r.group] = pending.get(r.group, 0) + 1
+            assert q.group_pending == pending, name
+
+
+def _group_left(q: QueueState, group: str) -> None:
+    gp = q.group_pending
+    left = gp[group] - 1
+    if left:
+        gp[group] = left
+    else:
+        del gp[group]
 
 
 def _first(*times: int | None) -> int:

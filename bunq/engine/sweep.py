@@ -23,6 +23,7 @@ from ..policy import decide_stall
 from ..values import SweepResult
 from .core import Core
 from .dlq import maintain
+from .flowfail import settle_flows
 from .record import WAITING, Rec
 from .shard import Shard
 
@@ -49,6 +50,7 @@ def sweep(core: Core, phases: int = 1) -> SweepResult:
                 dropped += d
             retention(shard, now)
             cleanup(shard, now)
+    settle_flows(core)
     return SweepResult(requeued, dead, expired, retried, dropped)
 
 

@@ -3,9 +3,13 @@
 - :mod:`.run`: :func:`run_sync` / :func:`run_async` turn one handler call into
   an :class:`Outcome`; :class:`Executor` is where calls run (inline, threads,
   one event loop).
+- :mod:`.context`: :class:`JobContext` (progress, log, extend, cancelled) and the
+  cancel requests drivers poll.
 - :mod:`.settle`: :func:`settle_batch` records outcomes under their leases'
   fences (policy, storability, retry on unavailable); :func:`give_back`
   returns unstarted leases.
+- :mod:`.observe`: the :class:`Observer` a driver passes to the settler (metrics,
+  webhooks) to see what was recorded.
 
 Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
 (:mod:`bunq.sqs_events`) and the server (give-back). See docs/internals/execution.md.
@@ -13,6 +17,16 @@ Used by :class:`bunq.Worker`, :func:`bunq.tick`, the SQS event-source driver
 
 from __future__ import annotations
 
+from .context import (
+    CANCEL_POLL_S,
+    JobContext,
+    forget_cancel,
+    poll_cancels,
+    prune_cancels,
+    request_cancel,
+    takes_context,
+)
+from .observe import Observer, Observers
 from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
 from .settle import (
     SETTLE_RETRIES,
@@ -25,6 +39,28 @@ from .settle import (
     settle_failure,
 )
 
-__all__ = ["SETTLE_RETRIES", "Executor", "Handler", "Outcome", "Settled", "decision_for",
-           "describe", "give_back", "is_async", "log_failure", "run_async", "run_sync",
-           "settle_batch", "settle_failure"]  # fmt: skip
+__all__ = [
+    "CANCEL_POLL_S",
+    "SETTLE_RETRIES",
+    "Executor",
+    "Handler",
+    "JobContext",
+    "Observer",
+    "Observers",
+    "Outcome",
+    "Settled",
+    "decision_for",
+    "describe",
+    "forget_cancel",
+    "give_back",
+    "is_async",
+    "log_failure",
+    "poll_cancels",
+    "prune_cancels",
+    "request_cancel",
+    "run_async",
+    "run_sync",
+    "settle_batch",
+    "settle_failure",
+    "takes_context",
+]

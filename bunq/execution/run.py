@@ -4,6 +4,8 @@
 A handler's outcome is an :class:`Outcome`, never an exception. A sync handler
 cannot be interrupted: one that returns after its ``opts.timeout`` has failed
 with reason timeout all the same (a coroutine is cancelled at its timeout).
+A handler that takes a second argument gets a :class:`~.context.JobContext`; a job
+whose context was cancelled while it ran ends ``cancelled`` however it returned.
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from .. import tracing
+from ..errors import JobCancelled
 from ..job import Job
+from .context import JobContext, takes_context
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
 Clock = Callable[[], int]
+_Item = tuple[Any, Job, "JobContext | None"]  # what Executor.start takes: (key, job, ctx)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +45,7 @@ class Outcome:
     duration_ms: int = 0
     timed_out: bool = False
     took: int = 0
+    cancelled: bool = False
 
 
 def is_async(handler: Handler) -> bool:
@@ -47,18 +54,24 @@ def is_async(handler: Handler) -> bool:
     )
 
 
-def run_sync(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
-    """Call a handler (a coroutine result is run to completion on a fresh loop)."""
+def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
+             ctx: JobContext | None = None, pass_ctx: bool = False) -> Outcome:  # fmt: skip
+    """Call a handler (a coroutine result is run to completion on a fresh loop);
+    with ``pass_ctx``, as ``handler(job, ctx)``; a cancelled ``ctx`` makes it cancelled."""
     t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
-        result = handler(job)
+        result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except Exception as exc:
+        if ctx is not None and ctx.cancelled:
+            return _cancelled(job, start, clock, t0)
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+    if ctx is not None and ctx.cancelled:
+        return _cancelled(job, start, clock, t0)
     ms, limit = _ms(start), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
@@ -66,22 +79,47 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
     return Outcome(True, result, None, ms, False, _took(clock, t0))
 
 
-async def run_async(handler: Handler, job: Job, clock: Clock | None = None) -> Outcome:
-    """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation."""
+async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
+                    ctx: JobContext | None = None, pass_ctx: bool = False) -> Outcome:  # fmt: skip
+    """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation; a cancelled
+    ``ctx`` cancels it too (CancelledError inside the handler)."""
     t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
-        result = handler(job)
+        result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
+            if ctx is not None:  # a cancel cancels the task awaiting the handler: this one
+                _bind(ctx)
             if job.opts.timeout is None:
                 result = await result  # no wrapping coroutine when nothing is timed
             else:
                 result = await _timed(result, job.opts.timeout)
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
+    except asyncio.CancelledError:
+        if ctx is None or not ctx.cancelled:
+            raise
+        return _cancelled(job, start, clock, t0)
     except Exception as exc:
+        if ctx is not None and ctx.cancelled:
+            return _cancelled(job, start, clock, t0)
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+    if ctx is not None and ctx.cancelled:
+        return _cancelled(job, start, clock, t0)
     return Outcome(True, result, None, _ms(start), False, _took(clock, t0))
+
+
+def _bind(ctx: JobContext) -> None:
+    """Bind ``ctx`` to the running task (no task of its own per job): run_async's caller
+    is the executor's per-job task (:meth:`Executor._one`), which ends with this call."""
+    task = asyncio.current_task()
+    assert task is not None, "run_async runs in a task"
+    ctx.bind(asyncio.get_running_loop(), task)
+
+
+def _cancelled(job: Job, start: float, clock: Clock | None, t0: int) -> Outcome:
+    err = JobCancelled(f"job {job.id} was cancelled", job_id=job.id)
+    return Outcome(False, None, err, _ms(start), False, _took(clock, t0), cancelled=True)
 
 
 def _took(clock: Clock | None, t0: int) -> int:
@@ -115,11 +153,12 @@ class Executor:
 
     def __init__(self, handler: Handler, concurrency: int, *, clock: Clock | None = None,
                  name: str = "bunq-job") -> None:  # fmt: skip
-        self.handler, self.clock = handler, clock
+        self.handler, self.clock = tracing.traced(handler), clock
         self.is_async = is_async(handler)
+        self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
         self.inline = concurrency == 1 and not self.is_async
         self.done: queue.SimpleQueue[tuple[Any, Outcome]] = queue.SimpleQueue()
-        self._jobs: queue.SimpleQueue[tuple[Any, Job] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -134,12 +173,15 @@ class Executor:
         for t in self._threads:
             t.start()
 
-    def run(self, job: Job) -> Outcome:
-        """Run ``job`` on this thread (inline executors)."""
-        return run_sync(self.handler, job, self.clock)
+    def run(self, job: Job, ctx: JobContext | None = None) -> Outcome:
+        """Run ``job`` on this thread (inline executors); ``ctx`` reaches handlers that
+        take one."""
+        return run_sync(self.handler, job, self.clock, ctx, self.with_context and ctx is not None)
 
-    def start(self, items: Sequence[tuple[Any, Job]]) -> None:
-        """Start each ``(key, job)`` off this thread; ``(key, Outcome)`` arrives in ``done``."""
+    def start(self, items: Sequence[_Item]) -> None:
+        """Start each ``(key, job, ctx)`` off this thread; ``(key, Outcome)`` arrives in
+        ``done``. ``ctx`` (or None) reaches handlers that take one; a coroutine handler's
+        task is bound to it, so that a cancel cancels the handler."""
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._spawn, items)
         elif self._threads:
@@ -151,18 +193,21 @@ class Executor:
 
     def _serve(self) -> None:
         get, put, handler, clock = self._jobs.get, self.done.put, self.handler, self.clock
+        with_context = self.with_context
         while (item := get()) is not None:
-            put((item[0], run_sync(handler, item[1], clock)))
+            key, job, ctx = item
+            put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
-    def _spawn(self, items: Sequence[tuple[Any, Job]]) -> None:
+    def _spawn(self, items: Sequence[_Item]) -> None:
         assert self._loop is not None
         create, keep = self._loop.create_task, self._tasks.add
-        for key, job in items:
-            keep(create(self._one(key, job)))  # the loop holds tasks weakly: we hold them
+        for key, job, ctx in items:
+            keep(create(self._one(key, job, ctx)))  # the loop holds tasks weakly: we hold them
 
-    async def _one(self, key: Any, job: Job) -> None:
+    async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
         try:
-            self.done.put((key, await run_async(self.handler, job, self.clock)))
+            give = self.with_context and ctx is not None
+            self.done.put((key, await run_async(self.handler, job, self.clock, ctx, give)))
         finally:  # itself, not a done callback: one loop callback fewer per job
             self._tasks.discard(asyncio.current_task())
 

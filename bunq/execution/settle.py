@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from ..backends.base import Backend
+from ..backends.eventlog import publish, wants
 from ..errors import (
     BackendUnavailable,
     BunqError,
@@ -28,8 +29,11 @@ from ..errors import (
     ValidationError,
 )
 from ..job import FailureReason, Job, Lease, Settle
+from ..jobevents import EventKind, JobEvent, failed_events
 from ..policy import FailDecision, decide_failure
 from ..stacks import frames, with_stack
+from .context import forget_cancel
+from .observe import Observer, notify_given_back, notify_settled
 from .run import Outcome
 
 T = TypeVar("T")
@@ -65,6 +69,8 @@ _COMPLETED = {a: Settled(a) for a in (Settle.OK, Settle.STALE, None)}  # one per
 def decision_for(job: Job, outcome: Outcome, now: int) -> FailDecision:
     """Route a failed outcome through the retry/DLQ policy."""
     err = outcome.error
+    if outcome.cancelled:  # queue.cancel(): not a failure to retry
+        return FailDecision("dlq", now, FailureReason.CANCELLED)
     if outcome.timed_out:
         return decide_failure(job, now, reason=FailureReason.TIMEOUT)
     if isinstance(err, UnrecoverableError):
@@ -92,15 +98,24 @@ def failure_text(err: BaseException | None, stack_limit: int) -> str | None:
     return with_stack(text, frames(err, text), stack_limit)
 
 
-def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
+def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]],
+                 observer: Observer | None = None) -> list[Settled]:  # fmt: skip
     """Settle a batch (one :class:`Settled` per item, in order): completions share
-    one transaction, failures go one by one."""
+    one transaction, failures go one by one. ``observer`` sees the batch settled."""
+    out = _settle_batch(backend, done)
+    notify_settled(observer, done, out)
+    return out
+
+
+def _settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> list[Settled]:
     oks = [(lease, o.result) for lease, o in done if o.ok]
     try:
         got = retrying(partial(backend.complete_many, oks)) if oks else []
     except ValidationError:  # a result the backend cannot store: find it, one by one
         return [_settle_one(backend, lease, o) for lease, o in done]
     answers: Sequence[Settle | None] = [None] * len(oks) if got is None else got
+    if oks and got is not None and wants(backend, EventKind.COMPLETED, oks[0][0].job.queue):
+        _completed_events(backend, oks, answers)
     if len(oks) == len(done):
         return [_COMPLETED[a] for a in answers]
     it = iter(answers)
@@ -108,23 +123,39 @@ def settle_batch(backend: Backend, done: Sequence[tuple[Lease, Outcome]]) -> lis
             for lease, o in done]  # fmt: skip
 
 
+def _completed_events(backend: Backend, oks: Sequence[tuple[Lease, Any]],
+                      answers: Sequence[Settle | None]) -> None:  # fmt: skip
+    now = backend.clock()
+    publish(backend, [JobEvent(EventKind.COMPLETED, lease.job.queue, lease.job.id, now,
+                               {"result": result})
+                      for (lease, result), a in zip(oks, answers, strict=True)
+                      if a is Settle.OK])  # fmt: skip
+
+
 def _settle_one(backend: Backend, lease: Lease, o: Outcome) -> Settled:
     """Settle one outcome; a result the backend refuses fails the attempt, unrecoverable."""
     if o.ok:
         try:
-            return _COMPLETED[retrying(partial(backend.complete, lease, o.result))]
+            answer = retrying(partial(backend.complete, lease, o.result))
+            if answer is Settle.OK and wants(backend, EventKind.COMPLETED, lease.job.queue):
+                _completed_events(backend, [(lease, o.result)], [answer])
+            return _COMPLETED[answer]
         except ValidationError as exc:
             o = Outcome(False, error=UnrecoverableError(str(exc)), duration_ms=o.duration_ms)
     return settle_failure(backend, lease, o)
 
 
-def settle_failure(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
+def settle_failure(backend: Backend, lease: Lease, outcome: Outcome,
+                   observer: Observer | None = None) -> Settled:  # fmt: skip
     """Record one failed attempt under the lease's fence, as the policy decides."""
     try:
-        return retrying(partial(_fail, backend, lease, outcome)) or Settled(None, failed=True)
+        got = retrying(partial(_fail, backend, lease, outcome)) or Settled(None, failed=True)
     except ValidationError as exc:
         log.error("settle failed: %s", exc)
-        return Settled(None, failed=True)
+        got = Settled(None, failed=True)
+    if observer is not None:
+        notify_settled(observer, [(lease, outcome)], [got])
+    return got
 
 
 def _fail(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
@@ -132,6 +163,11 @@ def _fail(backend: Backend, lease: Lease, outcome: Outcome) -> Settled:
     decision = decision_for(lease.job, outcome, now)
     error = failure_text(outcome.error, lease.job.opts.stack_trace_limit)
     answer = backend.fail(lease, error, decision, outcome.duration_ms)
+    if answer is Settle.OK and wants(backend, EventKind.FAILED, lease.job.queue):
+        publish(backend, failed_events(lease.job, error and error.split("\n", 1)[0], decision,
+                                       now))  # fmt: skip
+    if outcome.cancelled:
+        forget_cancel(backend, lease.job)
     log_failure(lease.job, outcome, decision, answer, now)
     return Settled(answer, failed=True, dead=answer is Settle.OK and decision.is_dead)
 
@@ -155,19 +191,21 @@ def retrying(fn: Callable[[], T]) -> T | None:
 
 
 def give_back(backend: Backend, leases: Iterable[Lease],
-              reason: FailureReason = FailureReason.UNKNOWN) -> list[Settle]:  # fmt: skip
+              reason: FailureReason = FailureReason.UNKNOWN,
+              observer: Observer | None = None) -> list[Settle]:  # fmt: skip
     """Return leased-but-unstarted jobs at once, their attempt not spent.
 
     One answer per lease; a lease the backend could not take back (logged) is left
     to expire, and the sweep recovers it: it counts as given back (OK).
     """
-    now, out = backend.clock(), []
-    for lease in leases:
+    now, out, given = backend.clock(), [], list(leases)
+    for lease in given:
         try:
             out.append(backend.fail(lease, None, FailDecision("delay", now, reason)))
         except BunqError as exc:
             log.warning("could not give back %s: %s", lease.id, exc)
             out.append(Settle.OK)
+    notify_given_back(observer, given, out)
     return out
 
 
@@ -186,7 +224,9 @@ def log_failure(job: Job, outcome: Outcome, decision: FailDecision, answer: Sett
     }  # fmt: skip
     exc_info = (type(err), err, err.__traceback__) if err is not None else None
     wait = max(decision.run_at - now, 0)
-    if decision.kind == "delay":  # DelayedError: a chosen reschedule, not a failure
+    if decision.reason is FailureReason.CANCELLED:
+        log.info("job %s cancelled", job.id, extra=fields)
+    elif decision.kind == "delay":  # DelayedError: a chosen reschedule, not a failure
         log.info("job %s delayed by its handler for %d ms", job.id, wait, extra=fields)
     elif answer is not Settle.OK:
         log.warning("job %s failed, but its lease was lost: not recorded (%s)", job.id,

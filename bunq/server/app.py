@@ -19,6 +19,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..errors import BunqError
+from . import leasewatch
 from .commands import load
 from .conn import Connection
 from .context import ServerConfig, ServerContext
@@ -75,6 +76,7 @@ class Server:
             ssl=cfg.tls,
         )
         self.port = self._tcp.sockets[0].getsockname()[1]
+        self.ctx.hooks.start()
         if cfg.http_port is not None:
             self._http = await start_http(self, cfg.host, cfg.http_port, cfg.tls)
             self.http_port = self._http.sockets[0].getsockname()[1]
@@ -147,7 +149,10 @@ class Server:
 
     async def _sweep(self) -> None:
         ctx = self.ctx
+        expired = ctx.leases.expired(ctx.backend.clock()) if ctx.events.active else []
         result = await ctx.run(ctx.backend.sweep)
+        if expired and (result.requeued or result.dead):
+            await leasewatch.stalled(ctx, expired)
         if result.requeued or result.dlq_retried or result.dead:
             ctx.waiters.notify_all()
         if result.dead:

@@ -94,6 +94,9 @@ def parser(settings: Settings) -> argparse.ArgumentParser:
     p.add_argument("--cors", action="append", default=None, metavar="ORIGIN",
                    help="let web pages from ORIGIN call the HTTP API ('*': any); "
                    "repeatable; off by default")  # fmt: skip
+    p.add_argument("--webhook-allow", action="append", default=None, metavar="CIDR",
+                   help="let webhooks reach this network although the guard refuses it "
+                   "(loopback, link-local, metadata); repeatable, e.g. 127.0.0.1/32")  # fmt: skip
     p.add_argument(
         "--max-payload",
         type=int,
@@ -133,6 +136,7 @@ def config_from(args: argparse.Namespace, settings: Settings) -> ServerConfig:
         http_auth=args.http_auth == "on",
         tls=_tls(args),
         cors_origins=tuple(args.cors or ()),
+        webhook_allow=tuple(args.webhook_allow or ()),
         http_max_body=args.http_max_body,
         threads=args.threads or (4 if str(args.backend).startswith(("postgres", "redis")) else 1),
     )

@@ -45,6 +45,7 @@ from ..protocol import (
     error_reply,
     js_safe,
 )
+from . import leasewatch
 from .context import Handler, ServerContext, Session
 from .metrics import LONG_POLLS
 
@@ -124,6 +125,7 @@ class Connection(asyncio.BufferedProtocol):
             return  # never admitted
         self.ctx.events.unsubscribe(self)
         self.ctx.job_waiters.drop(id(self.session))
+        leasewatch.connection_lost(self.ctx, self.session)
         self.ctx.metrics.connections.dec()
 
     def close(self, reason: str) -> None:

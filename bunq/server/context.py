@@ -16,11 +16,13 @@ from ..errors import BunqError, ConfigError, JobNotFound, LeaseLost
 from ..job import Job, JobState, Lease, Settle
 from ..protocol import Packed, pack_value, parse_token
 from ..settings import Settings
+from ..webhooks import Dispatcher, TargetGuard, Webhooks
 from .events import EventHub, Subscriber
 from .jobwait import JobWaiters, completed
-from .metrics import Metrics
+from .metrics import Metrics, WebhookCounts
 from .ratettl import RateLimitExpiry
 from .scrape import ScrapeCache
+from .stallconfig import StallConfigs
 from .state import INLINE_KINDS, Coalescer, LeaseTable, Runner, Waiters, each_or_error, split
 
 BIG_LIST = 100  # a longer listing is built and packed off the event loop (long_read)
@@ -65,6 +67,8 @@ class ServerConfig:
     :param cors_origins: origins the HTTP API answers cross-origin requests from
         (``"*"``: any); empty (the default) sends no CORS headers.
     :param tls: wrap both listeners in TLS (see :mod:`bunq.server.tls`); None: plain.
+    :param webhook_allow: networks webhooks may reach although the target guard
+        refuses them by default (loopback, link-local...): ``("127.0.0.1/32",)``.
     """
 
     host: str = "127.0.0.1"
@@ -94,6 +98,7 @@ class ServerConfig:
     http_max_body: int = 1 << 20
     cors_origins: tuple[str, ...] = ()
     tls: ssl.SSLContext | None = None
+    webhook_allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in _AT_LEAST_ONE:
@@ -144,6 +149,7 @@ class Session:
 
     close_after_reply: str | None = None  # why the connection closes once this reply is out
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pulled: dict[str, str] = field(default_factory=dict)  # job id -> wire token (leasewatch)
 
 
 class ServerContext:
@@ -159,7 +165,10 @@ class ServerContext:
         self.job_waiters = JobWaiters()  # WaitJob
         self.metrics = Metrics()
         self.scrapes = ScrapeCache(config.scrape_cache)
-        self.events = EventHub(self.metrics)
+        self.webhooks = Webhooks(backend, TargetGuard(config.webhook_allow))
+        self.hooks = Dispatcher(self.webhooks)  # started by the server, closed by close()
+        self.metrics.registry.register(WebhookCounts(self.hooks))
+        self.events = EventHub(self.metrics, self.hooks)
         self._add_since = 0  # backend time an add batch began (tells duplicates apart)
         self.started = time.time()
         self.workers: dict[str, dict[str, Any]] = {}
@@ -171,7 +180,9 @@ class ServerContext:
         )
         self.scheduler: Any = None  # bunq.cron.Scheduler when available
         self.rate_expiry = RateLimitExpiry()  # RateLimit {ttl}
+        self.stalls = StallConfigs()  # Get/SetStallConfig
         self.stopping = False
+        self.background: set[asyncio.Task[None]] = set()  # leasewatch's timeouts and give-backs
 
     # -- group commit ------------------------------------------------------------------
     def _add_groups(self, groups: list[list[Any]]) -> Sequence[list[Job] | BaseException]:
@@ -287,6 +298,7 @@ class ServerContext:
 
     # -- misc --------------------------------------------------------------------------
     def close(self) -> None:
+        self.hooks.close()
         self.run.close()
 
 

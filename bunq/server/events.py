@@ -30,6 +30,7 @@ from ..protocol import encode
 from ..stacks import split
 
 if TYPE_CHECKING:
+    from ..webhooks import Dispatcher
     from .metrics import Metrics
 
 log = logging.getLogger("bunq.server")
@@ -50,6 +51,7 @@ WAITING_CHILDREN = "waiting-children"
 DRAINED = "drained"
 PAUSED = "paused"
 RESUMED = "resumed"
+STALLED = "stalled"
 
 
 class Subscriber(Protocol):
@@ -76,12 +78,16 @@ class EventHub:
     caller can skip even the arguments of a publication.
     """
 
-    def __init__(self, metrics: Metrics | None = None) -> None:
+    def __init__(self, metrics: Metrics | None = None, hooks: Dispatcher | None = None) -> None:
         self._queues: dict[str, dict[Subscriber, None]] = {}
         self._of: dict[Subscriber, str] = {}
         self._all: dict[Subscriber, None] = {}  # every queue's events (HTTP /events)
         self._metrics = metrics
+        self._hooks = hooks  # webhooks: every published event is also offered to them
         self.active = False
+        if hooks is not None:
+            hooks.on_change(self._changed)
+            self._changed()
 
     # -- subscriptions -------------------------------------------------------------------
     def subscribe(self, sub: Subscriber, queue: str) -> None:
@@ -98,7 +104,10 @@ class EventHub:
         self._changed()
 
     def _wants(self, queue: str) -> bool:
-        return bool(self._all) or queue in self._queues
+        hooks = self._hooks
+        return (
+            bool(self._all) or queue in self._queues or (hooks is not None and hooks.wants(queue))
+        )
 
     def unsubscribe(self, sub: Subscriber) -> bool:
         """Stop sending events to ``sub``; return whether it was listening."""
@@ -124,13 +133,16 @@ class EventHub:
         return len(self._of) + len(self._all)
 
     def _changed(self) -> None:
-        self.active = bool(self._of) or bool(self._all)
+        hooks = self._hooks
+        self.active = bool(self._of) or bool(self._all) or (hooks is not None and hooks.active)
         if self._metrics is not None:
             self._metrics.event_subscribers.set(len(self))
 
     # -- delivery ------------------------------------------------------------------------
     def publish(self, queue: str, events: Sequence[Event]) -> None:
-        """Encode ``events`` once and queue them to every listener of ``queue``."""
+        """Encode ``events`` once and queue them to every listener of ``queue`` (and
+        offer them to the webhooks: :meth:`bunq.webhooks.Dispatcher.dispatch`)."""
+        self._offer(queue, events)
         subs = self._queues.get(queue)
         if self._all:
             subs = {**subs, **self._all} if subs else self._all
@@ -157,6 +169,13 @@ class EventHub:
                     self._metrics.event_drops.inc()
         if self._metrics is not None and sent:
             self._metrics.events_sent.inc(sent)
+
+    def _offer(self, queue: str, events: Sequence[Event]) -> None:
+        """Hand ``events`` to the webhook dispatcher (it queues; it never blocks)."""
+        hooks = self._hooks
+        if hooks is not None and hooks.active:
+            for ev in events:
+                hooks.dispatch(ev["eventType"], queue, ev)
 
     # -- the transitions -----------------------------------------------------------------
     def added(self, jobs: Sequence[Job], since: int, now: int) -> None:
@@ -226,6 +245,12 @@ class EventHub:
         if self._wants(queue):
             ts = now_ms()
             self.publish(queue, [_event(REMOVED, queue, i, ts, prev=prev) for i in ids])
+
+    def stalled(self, queue: str, ids: Iterable[str]) -> None:
+        """``stalled`` {prev: "active"} per job whose lease ran out (:mod:`.leasewatch`)."""
+        if self._wants(queue):
+            ts = now_ms()
+            self.publish(queue, [_event(STALLED, queue, i, ts, prev="active") for i in ids])
 
     def queue_event(self, queue: str, kind: str) -> None:
         """A queue-wide event (``paused``, ``resumed``, ``drained``): ``jobId`` is ``""``."""

@@ -27,7 +27,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
@@ -82,6 +82,25 @@ class _QueueGauges(Collector):
         for state in STATES:
             every.add_metric([state], totals[state])
         yield every
+
+
+class WebhookCounts(Collector):
+    """The webhook dispatcher's counts, read at scrape time (:mod:`bunq.webhooks`)."""
+
+    def __init__(self, hooks: Any) -> None:
+        self.hooks = hooks
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        h = self.hooks
+        fam = CounterMetricFamily("bunq_webhook_deliveries",
+                                  "Webhook deliveries by how they ended (dropped: the queue was "
+                                  "full)", labels=["outcome"])  # fmt: skip
+        for outcome, n in (("delivered", h.delivered), ("failed", h.failed),
+                           ("dropped", h.dropped)):  # fmt: skip
+            fam.add_metric([outcome], n)
+        yield fam
+        yield GaugeMetricFamily("bunq_webhook_pending", "Webhook deliveries queued or waiting "
+                                "to be retried", value=h.pending())  # fmt: skip
 
 
 class Metrics:

@@ -86,6 +86,10 @@ class Held:
     lease_ms: int
     locked: bool  # pulled with an owner: settling needs the token
     expires_at: int
+    renewed: bool = False  # a heartbeat or extension came since the pull
+    timer: asyncio.TimerHandle | None = (
+        None  # the job's timeout (leasewatch), cancelled when dropped
+    )
 
 
 class LeaseTable:
@@ -111,6 +115,9 @@ class LeaseTable:
         out = []
         for lease in leases:
             w = wire_token(lease.token, lease.attempt)
+            old = self._by_id.get(lease.job.id)
+            if old is not None and old.timer is not None:
+                old.timer.cancel()
             self._by_id[lease.job.id] = Held(lease, w, lease_ms, locked, lease.expires_at)
             out.append(w)
         return out
@@ -159,6 +166,8 @@ class LeaseTable:
             and held.lease.attempt == lease.attempt
         ):
             del self._by_id[lease.job.id]
+            if held.timer is not None:
+                held.timer.cancel()
             if len(self._settled) >= self.SETTLED_MAX:
                 del self._settled[next(iter(self._settled))]
             self._settled[held.wire] = None
@@ -171,12 +180,57 @@ class LeaseTable:
         held = self._by_id.get(job_id)
         if held is not None:
             held.expires_at = expires_at
+            held.renewed = True
+
+    def renewed(self, job_id: str) -> None:
+        """Note a heartbeat answered without a backend write (the lock is in use)."""
+        held = self._by_id.get(job_id)
+        if held is not None:
+            held.renewed = True
+
+    def set_timer(self, job_id: str, timer: asyncio.TimerHandle) -> None:
+        """Attach a timeout timer to the lease held for ``job_id`` (cancelled with it)."""
+        held = self._by_id.get(job_id)
+        if held is None:
+            timer.cancel()
+        else:
+            held.timer = timer
+
+    def holds(self, job_id: str, wire: str) -> bool:
+        """Whether the lease with wire token ``wire`` is still held here for ``job_id``."""
+        held = self._by_id.get(job_id)
+        return held is not None and held.wire == wire
+
+    def take_unrenewed(self, pulled: Iterable[tuple[str, str]]) -> list[Lease]:
+        """Of ``(job id, wire token)`` pairs, drop and return the leases still held and
+        never renewed (a closed connection's jobs to give back)."""
+        out = []
+        for job_id, wire in pulled:
+            held = self._by_id.get(job_id)
+            if held is not None and held.wire == wire and not held.renewed:
+                del self._by_id[job_id]
+                if held.timer is not None:
+                    held.timer.cancel()
+                out.append(held.lease)
+        return out
+
+    def expired(self, now: int, most: int = 1000) -> list[Lease]:
+        """Up to ``most`` leases held here whose expiry passed (stall candidates)."""
+        out = []
+        for held in self._by_id.values():
+            if held.expires_at < now:
+                out.append(held.lease)
+                if len(out) >= most:
+                    break
+        return out
 
     def prune(self, now: int, grace_ms: int = 5_000) -> int:
         """Drop leases expired more than ``grace_ms`` ago; return how many."""
         dead = [k for k, h in self._by_id.items() if h.expires_at + grace_ms < now]
         for k in dead:
-            del self._by_id[k]
+            timer = self._by_id.pop(k).timer
+            if timer is not None:
+                timer.cancel()
         return len(dead)
 
 

@@ -18,15 +18,7 @@ MAX_BATCH = 10_000
 #: bunqueue features bunq does not implement: refused when set, never silently dropped
 UNSUPPORTED = frozenset(
     {
-        "repeat",
-        "debounceId",
-        "debounceTtl",
-        "groupMaxSize",
         "tags",
-        "failParentOnFailure",
-        "removeDependencyOnFailure",
-        "continueParentOnFailure",
-        "ignoreDependencyOnFailure",
     }
 )
 
@@ -95,12 +87,18 @@ _INTS = {
     "maxAttempts": ("attempts", 1, 10_000),
     "ttl": ("ttl", 0, 2**53),
     "timeout": ("timeout", 0, 2**53),
+    "keepLogs": ("keep_logs", 0, 1_000_000),
+    "groupMaxSize": ("group_max_size", 1, 10**9),
 }
 _BOOLS = {
     "lifo": "lifo",
     "removeOnComplete": "remove_on_complete",
     "removeOnFail": "remove_on_fail",
     "durable": "durable",
+    "failParentOnFailure": "fail_parent_on_failure",
+    "removeDependencyOnFailure": "remove_dependency_on_failure",
+    "continueParentOnFailure": "continue_parent_on_failure",
+    "ignoreDependencyOnFailure": "ignore_dependency_on_failure",
 }
 
 
@@ -141,6 +139,15 @@ def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None
     if fields.get("uniqueKey") is not None:
         o["unique_key"] = as_str(fields["uniqueKey"], "uniqueKey", 1024)
         _dedup(o, fields.get("dedup"))
+    if fields.get("debounceId") is not None:  # bunq.queue.debounced: replace within the ttl
+        if "unique_key" in o:
+            raise ValidationError(
+                "debounceId and uniqueKey are one key: give one", field="debounceId"
+            )
+        o["unique_key"] = as_str(fields["debounceId"], "debounceId", 1024)
+        o["unique_strategy"] = "replace"
+        if fields.get("debounceTtl") is not None:
+            o["unique_ttl"] = as_int(fields["debounceTtl"], "debounceTtl")
     g = fields.get("groupId")
     if g is not None:  # clients may send numeric group ids; they are decimal strings
         o["group"] = as_str(str(g) if type(g) is int else g, "groupId")

@@ -30,8 +30,10 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 DOCS_IMG = Path(__file__).resolve().parents[2] / "docs" / "img"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
+    """One headless chromium per module: playwright's sync API keeps an asyncio loop running
+    in this thread while it is open, so it must close before other tests call asyncio.run."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

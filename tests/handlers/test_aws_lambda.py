@@ -102,7 +102,17 @@ def test_sqs_batch_reports_exactly_the_failed_records(
         ("emails", 3, 5),
     ]
     assert not env["db"].exists()  # the SQS path never opened the backend
-    assert last_log(capsys)["failed"] == 2
+    line = last_log(capsys)
+    assert line["failed"] == 2
+    [directive] = line["_aws"]["CloudWatchMetrics"]  # the batch line carries EMF metrics
+    names = {m["Name"] for m in directive["Metrics"]}
+    assert {"unsettled", "moved_to_dlq", "duration_ms", "job_duration_ms"} <= names
+    assert names <= set(line) and line["queue"] == "emails"
+    # three records, two jobs run (one fails); SQS is not reachable here, so the failure
+    # and the record that is not a job are never settled: unsettled, reported back
+    assert (line["records"], line["ran"], line["succeeded"], line["jobs_failed"],
+            line["unsettled"]) == (3, 2, 1, 1, 2)  # fmt: skip
+    assert line["level"] == "ERROR" and len(line["job_duration_ms"]) == 2
 
 
 def test_sqs_handler_refuses_other_events(env: Any, event: Any, lambda_context: Any) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from server.raw import Raw
 
+from bunq.execution.context import cancel_ns
+
 
 def push(c: Raw, **fields: Any) -> str:
     reply = c.call({"cmd": "PUSH", "queue": "q", "name": "j", "data": {"n": 1}, **fields})
@@ -17,7 +19,7 @@ def state(c: Raw, job_id: str) -> str:
     return str(c.call({"cmd": "GetState", "id": job_id})["state"])
 
 
-def test_cancel_removes_and_refuses_active_jobs(server: Any) -> None:
+def test_cancel_removes_waiting_jobs_and_asks_active_ones_to_stop(server: Any, served: Any) -> None:
     c = Raw(server.port)
     waiting = push(c)
     assert c.call({"cmd": "Cancel", "id": waiting})["ok"] is True
@@ -26,9 +28,11 @@ def test_cancel_removes_and_refuses_active_jobs(server: Any) -> None:
     assert missing["ok"] is False and missing["code"] == "job_not_found"
     active = push(c)
     assert c.call({"cmd": "PULL", "queue": "q"})["job"]["id"] == active
-    refused = c.call({"cmd": "Cancel", "id": active})
+    refused = c.call({"cmd": "Cancel", "id": active, "removeOnly": True})  # bunq's remove
     assert refused["ok"] is False and refused["code"] == "job_state"
+    assert c.call({"cmd": "Cancel", "id": active})["ok"] is True  # a request to its worker
     assert state(c, active) == "active"
+    assert list(served.kv_list(cancel_ns("q"))) == [active]
     c.close()
 
 

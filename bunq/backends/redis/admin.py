@@ -7,6 +7,7 @@ script each; bulk removals run in bounded batches of :data:`BATCH` jobs.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +30,7 @@ _COUNT_STATES = (JobState.WAITING, JobState.DELAYED, JobState.ACTIVE, JobState.C
 _LIMIT_FIELDS = ("conc", "rate_max", "rate_dur", "gconc", "grate", "grate_dur")
 
 
-class RedisAdmin:
+class RedisAdmin(ABC):
     """Mixin of RedisBackend: needs ``_r``, ``keys``, ``clock``, ``_now``, ``_known``."""
 
     _r: Any  # redis.Redis (bytes replies)
@@ -37,8 +38,8 @@ class RedisAdmin:
     clock: Clock
     _known: set[str]
 
-    def _now(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _now(self) -> int: ...
 
     # -- the id index ----------------------------------------------------------------
     def _queue_of(self, job_id: JobId) -> str | None:

@@ -20,10 +20,19 @@ import redis
 
 from ...codec import options_blob, pack
 from ...errors import BackendError, DependencyError, DuplicateJob, ValidationError
-from ...job import Job, JobOptions, JobState, Lease, NewJob, Settle, check_new_jobs
+from ...job import (
+    Job,
+    JobOptions,
+    JobState,
+    Lease,
+    NewJob,
+    Settle,
+    check_new_jobs,
+    refuse_group_max_size,
+)
 from ...policy import DEFAULT_MAX_STALLS, FailDecision, decide_stall
 from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
-from ..base import ALL_CAPABILITIES, Clock, SweepResult
+from ..base import ALL_CAPABILITIES, Capability, Clock, SweepResult
 from ..base import check_queue_name as _qn
 from . import jobops
 from .admin import RedisAdmin
@@ -31,6 +40,7 @@ from .clock import ServerClock
 from .config import RedisConfig
 from .deps import RemoteDeps
 from .errors import translated
+from .events import RedisEventLog
 from .keys import Keys
 from .rows import fields, job_from_hash
 from .scripts import SCRIPTS, Script
@@ -79,7 +89,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     """
 
     kind = "redis"
-    capabilities = ALL_CAPABILITIES
+    capabilities = ALL_CAPABILITIES - {Capability.GROUP_MAX_SIZE}
 
     # per-job operations (.jobops: one jobop.lua call each)
     remove_job = jobops.remove_job
@@ -90,6 +100,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
     change_delay = jobops.change_delay
     update_data = jobops.update_data
     discard_job = jobops.discard_job
+    remove_child_dependency = jobops.remove_child_dependency
     clear_logs = jobops.clear_logs
     counts_per_priority = jobops.counts_per_priority
     dedup_job_id = jobops.dedup_job_id
@@ -112,6 +123,9 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         self._known_at = time.monotonic()
         self._local = threading.local()
         self._conns: weakref.WeakSet[Any] = weakref.WeakSet()  # per-thread connections
+        self._events = RedisEventLog(self, self._r, self.keys)  # job events: a stream per queue
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
         with translated("connect"):
             self._r.ping()
             SCRIPTS.load(self._r)
@@ -130,6 +144,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         return self.clock()
 
     def close(self) -> None:
+        self._events.close()  # writes the events still buffered
         for conn in list(self._conns):
             conn.disconnect()
         self._r.close()
@@ -140,6 +155,7 @@ class RedisBackend(RemoteDeps, RedisAdmin):
         if not jobs:
             return []
         check_new_jobs(jobs)  # the bounds every backend shares (bunq.validate)
+        refuse_group_max_size(jobs, self.kind)
         runs: list[tuple[str, list[int]]] = []  # consecutive jobs of one queue, in order
         for i, job in enumerate(jobs):
             if runs and runs[-1][0] == job.queue:
@@ -441,6 +457,8 @@ class RedisBackend(RemoteDeps, RedisAdmin):
                 decision.reason.value, err, max(int(duration_ms), 0)])  # fmt: skip
         if removed:
             self._unindex([r.decode() for r in removed])
+        if ok and decision.kind == "dlq" and lease.job.opts.parent_id is not None:
+            self._deliver(lease.job.queue)  # its flow policy, if it has one (common.lua)
         return Settle.OK if ok else Settle.STALE
 
     def extend(self, lease: Lease, lease_ms: int) -> Settle:

@@ -11,6 +11,7 @@ remembered on B and counted by the admission.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ...codec import unpackb
@@ -21,23 +22,24 @@ from .keys import Keys
 from .scripts import SCRIPTS, Script
 
 OUTBOX_BATCH = 100
+MAX_FLOW_DEPTH = 100  # a fail_parent_on_failure chain climbs at most this many queues
 Done = list[tuple[str, str, Any]]  # (parent, child, result) of children already completed
 
 
-class RemoteDeps:
+class RemoteDeps(ABC):
     """Mixin of RedisBackend: needs ``_r``, ``keys``, ``_scripted``, ``_pipelined``, ``_now``."""
 
     _r: Any
     keys: Keys
 
-    def _now(self) -> int:
-        raise NotImplementedError
+    @abstractmethod
+    def _now(self) -> int: ...
 
-    def _scripted(self, cmds: list[tuple[Any, ...]]) -> list[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _scripted(self, cmds: list[tuple[Any, ...]]) -> list[Any]: ...
 
-    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]: ...
 
     def _resolve_deps(self, queue: str, jobs: list[NewJob]) -> tuple[list[list[Any]], Done]:
         """Per job ``[xpending, n, local deps...]`` for add.lua, and the results of
@@ -92,23 +94,36 @@ class RemoteDeps:
                 pipe.hset(self.keys.results(queue, parent), child, result)
             pipe.execute()
 
-    def _deliver(self, queue: str) -> None:
-        """Deliver the releases in ``queue``'s outbox to dependents in other queues."""
+    def _deliver(self, queue: str, depth: int = 0) -> None:
+        """Deliver the releases in ``queue``'s outbox to dependents in other queues, and
+        the flow failure policies of its dead-lettered children to their parents (a
+        parent failed by one may queue its own policy: delivered in turn)."""
         key = self.keys.queue(queue) + ":outbox"
+        failed_parents: set[str] = set()
         while True:
             with translated("outbox"):
                 entries = self._r.lrange(key, 0, OUTBOX_BATCH - 1)
                 if not entries:
-                    return
+                    break
                 now = self._now()
                 cmds: list[tuple[Any, ...]] = []
                 for raw in entries:
-                    q, dependent, dep, result = unpackb(raw, raw=True)
-                    cmds.append(("EVALSHA", SCRIPTS.xrelease.sha, 1, self.keys.queue(q.decode()),
-                                 dependent, dep, result or b"",
-                                 b"0" if result is False else b"1", now))  # fmt: skip
+                    q, dependent, dep, result, *policy = unpackb(raw, raw=True)
+                    target = queue if q is False else q.decode()
+                    has = b"0" if result is False else b"1"
+                    cmd: tuple[Any, ...] = ("EVALSHA", SCRIPTS.xrelease.sha, 1,
+                                            self.keys.queue(target), dependent, dep,
+                                            result or b"", has, now)  # fmt: skip
+                    if policy:  # (policy, error): common.lua child_dead
+                        cmd += (policy[0], policy[1], queue)
+                        if policy[0] == b"fail_parent_on_failure":
+                            failed_parents.add(target)
+                    cmds.append(cmd)
                 self._scripted(cmds)
                 pipe = self._r.pipeline(transaction=False)
                 for raw in entries:
                     pipe.lrem(key, 1, raw)
                 pipe.execute()
+        if depth < MAX_FLOW_DEPTH:
+            for target in failed_parents:
+                self._deliver(target, depth + 1)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...codec import options_blob, pack
 from ...errors import JobNotFound, JobStateError
-from ...job import JobId
+from ...job import JobId, JobState
 from ...jobrules import check_count, check_delay, check_keep, check_key, check_priority
 from ..base import check_queue_name as _qn
 from .errors import translated
@@ -28,7 +28,7 @@ _VERBS = {
 }  # fmt: skip
 
 
-def _op(self: Any, job_id: JobId, op: str, *args: Any) -> None:
+def _op(self: Any, job_id: JobId, op: str, *args: Any) -> Any:
     """Run ``op`` on the job; JobNotFound / JobStateError as the script answers."""
     queue = self._queue_of(job_id)
     if queue is None:
@@ -43,6 +43,9 @@ def _op(self: Any, job_id: JobId, op: str, *args: Any) -> None:
         raise JobStateError(job_id, got[1].decode(), _VERBS[op])
     if op == "remove":
         self._unindex([job_id])
+    if op in ("discard", "unlink_parent"):  # a flow policy may be in the outbox
+        self._deliver(queue)
+    return got
 
 
 def _queue_call(self: Any, queue: str, op: str, arg: Any) -> Any:
@@ -95,6 +98,20 @@ def update_data(self: Any, job_id: JobId, data: Any) -> None:
 
 def discard_job(self: Any, job_id: JobId) -> None:
     _op(self, job_id, "discard")
+
+
+def remove_child_dependency(self: Any, child_id: JobId) -> tuple[bool, str | None]:
+    """See :func:`bunq.engine.flowfail.remove_child_dependency` (here through the outbox:
+    the child's queue drops the link, the parent's queue counts the dependency off)."""
+    child = self.get_job(child_id)
+    if child is None:
+        raise JobNotFound(f"Job not found: {child_id}", job_id=child_id)
+    if child.opts.parent_id is None:
+        raise JobStateError(child_id, "without a parent", "remove child dependency")
+    removed = int(_op(self, child_id, "unlink_parent")[2]) == 1
+    parent = self.get_job(child.opts.parent_id) if removed else None
+    woken = parent is not None and parent.state in (JobState.WAITING, JobState.DELAYED)
+    return removed, parent.queue if woken and parent is not None else None
 
 
 def clear_logs(self: Any, job_id: JobId, keep: int = 0) -> None:

@@ -197,11 +197,14 @@ class SqlAdmin(SqlCore):
         if not isinstance(line, str):
             raise ValidationError("a log line must be a string", field="line")
         with self._begin() as tx:
-            if not tx.q("job_state", id=job_id):
+            row = tx.q("log_opts", id=job_id)
+            if not row:
                 raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+            keep = options_from_blob(bytes(row[0][0])).keep_logs
+            keep = MAX_LOG_LINES if keep is None else min(keep, MAX_LOG_LINES)
             n = tx.q("log_next", id=job_id)[0][0]
             tx.q("log_add", id=job_id, n=n, line=storable(line, 10_000))
-            tx.q("log_trim", id=job_id, n=n - MAX_LOG_LINES)
+            tx.q("log_trim", id=job_id, n=n - keep)
 
     @unit_of_work(idempotent=True)
     def get_logs(self, job_id: JobId) -> list[str]:

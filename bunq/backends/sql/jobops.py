@@ -131,8 +131,12 @@ def discard_job(self: Any, job_id: JobId) -> None:
             tx.q("add_attempt", id=job_id, attempt=attempts, error=DISCARDED, duration_ms=0,
                  now=now, reason="explicit_fail")  # fmt: skip
         tx.q("release_unique", id=job_id)
+        woken.update(self._children_failed(tx, [job_id], now))
 
+    woken: set[str] = set()
     _one(self, job_id, DISCARDABLE, "discard", act)
+    for q in woken:
+        self._ring(q)
 
 
 @unit_of_work(idempotent=False)

@@ -29,7 +29,8 @@ insert_row = operator.itemgetter(*INSERT_COLS)
 
 def is_plain(job: NewJob) -> bool:
     o = job.opts
-    return o.job_id is None and o.unique_key is None and not o.depends_on
+    return (o.job_id is None and o.unique_key is None and not o.depends_on
+            and o.group_max_size is None)  # fmt: skip
 
 
 class CommitUnknown(Exception):

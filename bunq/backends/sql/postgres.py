@@ -30,6 +30,7 @@ from ...errors import BackendUnavailable, ConfigError, DuplicateJob
 from ...job import Job, Lease, NewJob, check_new_jobs
 from ..base import QUEUE_NAME
 from ..urls import redact
+from .events import SqlEventLog
 from .groupcommit import GroupCommit
 from .pgconn import (
     COPY_MIN,
@@ -104,6 +105,12 @@ class PostgresBackend(SqlBackend):
             open=True, name=f"bunq-{ns}", num_workers=1)  # fmt: skip
         self._channel = f"bunq_{ns}"
         self._listener = Listener(dsn, self._channel)
+        ev_listener = Listener(dsn, f"bunq_ev_{ns}")
+        self._events = SqlEventLog(self, f"{qual}.{prefix}events" if qual else f"{prefix}events",
+                                   f"{prefix}events_queue_id", postgres=True,
+                                   channel=f"bunq_ev_{ns}", listener=ev_listener)  # fmt: skip
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
         self._insert_sqls: dict[int, str] = {}
         self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
         try:
@@ -346,11 +353,13 @@ class PostgresBackend(SqlBackend):
         """Stop the listener and close every pooled connection."""
         if self._closed:
             return
+        self._events.close()  # writes the events still buffered
         self._closed = True
-        self._listener.stop.set()
-        self._listener.bump("")  # release waiters
-        if self._listener.thread is not None:  # wake it out of notifies() at once
-            with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as c:
-                c.execute(f"NOTIFY {self._channel}")
-            self._listener.thread.join(2.0)
+        for lst in (self._listener, self._events.listener):
+            lst.stop.set()
+            lst.bump("")  # release waiters
+            if lst.thread is not None:  # wake it out of notifies() at once
+                with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as c:
+                    c.execute(f"NOTIFY {lst.channel}")
+                lst.thread.join(2.0)
         self._pool.close()

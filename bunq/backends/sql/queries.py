@@ -421,6 +421,12 @@ Q = {
     "log_next": "SELECT COALESCE(MAX(n), 0) + 1 FROM {logs} WHERE job_id = :id",
     "log_add": "INSERT INTO {logs} (job_id, n, line) VALUES (:id, :n, :line)",
     "log_trim": "DELETE FROM {logs} WHERE job_id = :id AND n <= :n",
+    "log_opts": "SELECT opts FROM {jobs} WHERE id = :id",
+    # group_max_size: at most `most` rows of the group's range of jobs_group
+    "group_pending": (
+        "SELECT COUNT(*) FROM (SELECT 1 FROM {jobs} WHERE queue = :queue AND grp = :grp"
+        " AND state = 'waiting' LIMIT :most) g"
+    ),
     "logs": "SELECT line FROM {logs} WHERE job_id = :id ORDER BY n",
     # ---- small records
     "kv_get": "SELECT value FROM {kv} WHERE ns = :ns AND key = :key",
@@ -615,6 +621,38 @@ JOB_OPS = {
 }
 
 
+# Flow failure policies (flowfail.py): primary-key statements only.
+FLOW_FAIL = {
+    "ff_child": (
+        "SELECT parent_id, opts, queue, error FROM {jobs} WHERE id = :id AND parent_id IS NOT NULL"
+    ),
+    "ff_parent_of": "SELECT parent_id, queue FROM {jobs} WHERE id = :id",
+    "ff_parent": "SELECT opts FROM {jobs} WHERE id = :id AND state = 'waiting-children'",
+    "ff_opts": "UPDATE {jobs} SET opts = :opts WHERE id = :id",
+    "ff_waiting": "SELECT 1 FROM {jobs} WHERE id = :id AND state = 'waiting-children'",
+    "ff_drop_dep": (
+        "DELETE FROM {deps} WHERE dep_id = :child AND job_id = :parent RETURNING dep_id"
+    ),
+    "ff_pending_down": (
+        "UPDATE {jobs} SET pending_deps = pending_deps - 1"
+        " WHERE id = :id AND state = 'waiting-children' RETURNING pending_deps"
+    ),
+    "ff_wake": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :now"
+        " WHERE id = :id AND state = 'waiting-children' AND pending_deps <= 0 RETURNING queue"
+    ),
+    "ff_continue": (
+        "UPDATE {jobs} SET state = 'waiting', run_at = :now, pending_deps = 0"
+        " WHERE id = :id AND state = 'waiting-children' RETURNING queue"
+    ),
+    "ff_fail_parent": (
+        "UPDATE {jobs} SET state = 'failed', finished_at = :now, dlq_at = :now,"
+        " pending_deps = 0, error = :error, reason = :reason"
+        " WHERE id = :id AND state = 'waiting-children' RETURNING id"
+    ),
+}
+
+
 def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) -> dict[str, str]:
     """Render DDL and statements for ``dialect`` with validated table names."""
     qual = f"{schema}." if schema else ""
@@ -633,7 +671,9 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
-    stmts = {**Q, **JOB_OPS, **PG_ONLY} if dialect.name == "postgres" else {**Q, **JOB_OPS}
+    stmts = {**Q, **JOB_OPS, **FLOW_FAIL}
+    if dialect.name == "postgres":
+        stmts.update(PG_ONLY)
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
     triggers = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE
     for i, ddl in enumerate(DDL + triggers):

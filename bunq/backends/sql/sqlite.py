@@ -27,6 +27,7 @@ from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, 
 from ...filekind import SQL_FILE, claim
 from ..urls import redact
 from .doorbell import Doorbell
+from .events import TX_EVENTS, SqlEventLog
 from .queries import SCHEMA_VERSION, SQLITE, ddl_names, render_all
 from .store import SqlBackend
 
@@ -212,9 +213,17 @@ class SQLiteBackend(SqlBackend):
         self._conns: list[apsw.Connection] = []
         self._conns_lock = threading.Lock()
         self._bell = Doorbell(self.path)
+        self._events = SqlEventLog(self, "events", "events_queue_id", postgres=False,
+                                   bell=self._bell)  # fmt: skip
+        self.publish_events = self._events.publish_events
+        self.event_reader = self._events.event_reader
         self._checkpointer = _Checkpointer(self.path)
         self._closed = False
         self._init_schema()
+        self._events._ensure()
+        # job transitions are recorded in the transaction that makes them (.events)
+        self._tx_events = self._events.write_in
+        self.own_events = TX_EVENTS
 
     @classmethod
     def from_url(cls, url: str, **kw: Any) -> SQLiteBackend:
@@ -309,6 +318,7 @@ class SQLiteBackend(SqlBackend):
         return self._bell.wait(timeout_ms / 1000)
 
     def close(self) -> None:
+        self._events.close()  # writes the events still buffered
         self._closed = True
         with self._conns_lock:
             conns, self._conns = self._conns, []

@@ -10,11 +10,11 @@ is here and in the parts SqlBackend is made of (:mod:`.admin`, :mod:`.sweep`,
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...codec import options_blob, pack, setting_from_blob
-from ...errors import DependencyError, DuplicateJob
+from ...errors import DependencyError, DuplicateJob, group_full
 from ...job import (
     Job,
     JobId,
@@ -27,6 +27,7 @@ from ...job import (
     check_new_jobs,
     now_ms,
 )  # fmt: skip
+from ...jobevents import EventKind, JobEvent, added_events, failed_events
 from ...policy import DEFAULT_MAX_STALLS, FailDecision
 from ...queueconfig import QueueLimits
 from ...validate import DEFAULT_MAX_PAYLOAD, duration, lease_args, storable, store_bounds
@@ -66,6 +67,12 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         self._seq = 0
         self._batch_cache: dict[tuple[str, int], str] = {}
         self._writes: GroupCommit[Tx] = GroupCommit(self._begin, lambda tx, s: tx.raw(s))
+        # Job events written in the transaction of the change (SQLite: .events); None:
+        # the drivers publish them (PostgreSQL, written behind).
+        # (tx, the queues, build the events): build only for queues someone reads
+        self._tx_events: Callable[[Tx, Iterable[str], Callable[[], list[JobEvent]]], None] \
+            | None = None  # fmt: skip
+        self.own_events: frozenset[EventKind] = frozenset()
 
     # -- per-job operations (.jobops: one keyed statement each) ---------------------------
     remove_job = jobops.remove_job
@@ -94,9 +101,16 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             return []
         check_new_jobs(jobs)
         prepared = [self._prepare(j) for j in jobs]
-        out: list[Job] = self._writes.run(lambda tx: self._admit(tx, prepared))
+        out: list[Job] = self._writes.run(lambda tx: self._admit_logged(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
+        return out
+
+    def _admit_logged(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
+        now = self.clock()
+        out = self._admit(tx, prepared)
+        if self._tx_events is not None:
+            self._tx_events(tx, {j.queue for j in out}, lambda: added_events(out, now))
         return out
 
     def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
@@ -117,6 +131,11 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                     out.append(existing)
                     continue
             pending = self._count_pending(tx, job) if o.depends_on else 0
+            if o.group_max_size is not None and not pending:
+                if plain:  # the group's count must see this batch's earlier jobs
+                    tx.many("insert_job", plain)
+                    plain = []
+                self._check_group_size(tx, job.queue, o.group, o.group_max_size)
             run_at = now + o.delay
             seq = self._next_seq(now)
             plain.append({
@@ -144,6 +163,13 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
         if plain:
             tx.many("insert_job", plain)
         return out
+
+    def _check_group_size(self, tx: Tx, queue: str, group: Any, most: int) -> None:
+        """GroupFull when ``group`` holds ``most`` waiting or delayed jobs: an index range
+        of ``jobs_group`` read up to ``most`` rows, under the group's lock (PostgreSQL)."""
+        self._lock_key(tx, f"group-size:{queue}:{group}")
+        if tx.q("group_pending", queue=queue, grp=group, most=most)[0][0] >= most:
+            raise group_full(group, most)
 
     def _lookups(self, tx: Tx, job: NewJob, now: int) -> Job | None:
         """Resolve a custom id or unique key; return the job to answer instead, if any."""
@@ -223,6 +249,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                 rows.sort(key=lambda r: (-r[COL.priority], r[COL.ord_at], r[COL.seq]))
             if rows and tokens is not None:  # a rate-limited queue spends its tokens
                 tx.q("rate_set", queue=queue, tokens=tokens - len(rows), at=now)
+            if rows and self._tx_events is not None:
+                self._tx_events(tx, (queue,), lambda: [
+                    JobEvent(EventKind.ACTIVE, queue, r[COL.id], now, {"attempt": r[COL.attempts]})
+                    for r in rows])  # fmt: skip
         until = now + lease_ms
         out = []
         for r in rows:
@@ -275,6 +305,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
             now = self.clock()
             for chunk in iter_chunks(packed, 200):
                 done.update(self._complete_chunk(tx, chunk, now))
+            if done and self._tx_events is not None:
+                self._tx_events(tx, queues, lambda: [
+                    JobEvent(EventKind.COMPLETED, le.job.queue, le.job.id, now, {"result": r})
+                    for le, r in items if le.job.id in done])  # fmt: skip
             queues = {q for q in queues if not self._ring_on_commit(tx, q)}
         for q in queues:
             self._ring(q)
@@ -308,6 +342,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
              duration_ms: int = 0) -> Settle:  # fmt: skip
         duration(duration_ms, "duration_ms")
         error = None if error is None else storable(error)
+        woken: set[str] = set()
         with self._begin() as tx:
             now = self.clock()
             fence = {"id": lease.job.id, "token": lease.token, "attempt": lease.attempt}
@@ -327,10 +362,19 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin):
                      duration_ms=duration_ms, now=now, reason=decision.reason.value)  # fmt: skip
             if decision.kind == "dlq":
                 tx.q("release_unique", id=lease.job.id)
+                if lease.job.opts.parent_id is not None:
+                    woken = self._children_failed(tx, [lease.job.id], now)
                 if rows[0][0]:
                     self._forget(tx, [lease.job.id])
-        if decision.kind != "dlq":
+            if self._tx_events is not None and (error is not None or decision.kind != "delay"):
+                # (a job given back unstarted is no event)
+                first = error and error.split("\n", 1)[0]
+                self._tx_events(tx, (lease.job.queue,),
+                                lambda: failed_events(lease.job, first, decision, now))  # fmt: skip
+        if decision.kind != "dlq" or self._tx_events is not None:  # (wakes event readers)
             self._ring(lease.job.queue)
+        for q in woken:
+            self._ring(q)
         return Settle.OK
 
     @unit_of_work(idempotent=True)

@@ -16,14 +16,15 @@ from ...job import FailureReason
 from ...policy import decide_stall
 from ...queueconfig import DlqConfig
 from ..base import SweepResult
-from .core import SqlCore, Tx, unit_of_work
+from .core import Tx, unit_of_work
+from .flowfail import SqlFlowFailures
 
 SWEEP_BATCH = 200  # rows per housekeeping transaction
 MAX_BATCHES = 500  # per step and sweep call: the rest waits for the next sweep
 GROUP_RATE_IDLE_MS = 3_600_000  # group rate buckets untouched this long are dropped
 
 
-class SqlSweep(SqlCore):
+class SqlSweep(SqlFlowFailures):
     """Part of SqlBackend: expired leases, TTLs, unique keys, DLQ auto-retry, retention."""
 
     @unit_of_work(idempotent=True)
@@ -34,7 +35,7 @@ class SqlSweep(SqlCore):
         with self._read() as tx:  # what is due, read outside any write transaction
             leases, ttls, uniqs, buckets = tx.q("sweep_due", now=now, idle=idle)[0]
         requeued, dead = self._sweep_leases(now, woken) if leases else (0, 0)
-        expired = self._batches(lambda tx: self._ttl_batch(tx, now)) if ttls else 0
+        expired = self._batches(lambda tx: self._ttl_batch(tx, now, woken)) if ttls else 0
         if uniqs:
             self._batches(lambda tx: len(tx.q("uniq_expire", now=now, lim=SWEEP_BATCH)))
         if buckets:
@@ -70,6 +71,7 @@ class SqlSweep(SqlCore):
                      reason=FailureReason.STALLED.value)  # fmt: skip
                 if to_dlq:
                     tx.q("release_unique", id=jid)
+                    woken.update(self._children_failed(tx, [jid], now))
                     done["dead"] += 1
                 else:
                     done["requeued"] += 1
@@ -79,10 +81,11 @@ class SqlSweep(SqlCore):
         self._batches(batch)
         return done["requeued"], done["dead"]
 
-    def _ttl_batch(self, tx: Tx, now: int) -> int:
+    def _ttl_batch(self, tx: Tx, now: int, woken: set[str]) -> int:
         expired = [r[0] for r in tx.q("ttl_expire", now=now, lim=SWEEP_BATCH)]
         for jid in expired:
             tx.q("release_unique", id=jid)
+        woken.update(self._children_failed(tx, expired, now))
         return len(expired)
 
     def _bounds(self, now: int, woken: set[str]) -> tuple[int, int]:

@@ -29,6 +29,7 @@ from ...job import (
     UniqueStrategy,
     check_new_jobs,
     now_ms,
+    refuse_group_max_size,
 )
 from ...policy import FailDecision
 from ..base import Capability, Clock, DlqConfig, SweepResult, check_queue_name
@@ -96,6 +97,7 @@ class SQSBackend(Refusals):
         if not jobs:
             return []
         check_new_jobs(jobs)
+        refuse_group_max_size(jobs, self.kind)
         infos = {q: self.api.info(check_queue_name(q)) for q in {j.queue for j in jobs}}
         now = self.clock()
         planned = [self._plan(job, infos[job.queue], now) for job in jobs]

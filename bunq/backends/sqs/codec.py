@@ -117,7 +117,7 @@ def _opts_blob(opts: JobOptions) -> bytes:
 
 @lru_cache(maxsize=1024)
 def _opts_blob_cached(opts: JobOptions) -> bytes:
-    changed = {k: v for k, v in opts.to_dict().items() if v != _DEFAULTS[k]}
+    changed = {k: v for k, v in opts.to_dict().items() if k not in _DEFAULTS or v != _DEFAULTS[k]}
     out: bytes = packb(changed, use_bin_type=True)
     return out
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from ..context import Handler
 
 COMMANDS: dict[str, Handler] = {}
-AREAS = ("produce", "consume", "query", "control", "cron", "monitor", "bq", "wait", "jobops")
+AREAS = ("produce", "consume", "query", "control", "cron", "monitor", "bq", "wait", "jobops",
+         "webhooks", "admin", "groups", "children")  # fmt: skip
 
 
 def command(*names: str) -> Callable[[Handler], Handler]:

@@ -68,7 +68,7 @@ async def _add_group(ctx: ServerContext, rows: list[Any]) -> dict[str, Any]:
 @command("BqLease")
 async def bq_lease(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``{queue, count, lockTtl, owner, timeout}`` -> ``{leases: [[job, token, attempt, exp]]}``."""
-    queue, n, timeout, lease_ms, owner = pull_args(ctx, msg, 1)
+    queue, n, timeout, lease_ms, owner = await pull_args(ctx, msg, 1)
     leases = await lease_with_poll(ctx, s, queue, n, lease_ms, owner or "", timeout)
     ctx.leases.add(leases, lease_ms, locked=True)
     ctx.metrics.pulled.inc(len(leases))

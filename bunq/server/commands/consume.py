@@ -20,6 +20,7 @@ from ...protocol import Prepared
 from ...stacks import DEFAULT_STACK_LIMIT, with_stack
 from ...validate import MAX_ERROR_CHARS
 from ...wire_shapes import job_to_wire
+from .. import leasewatch
 from ..context import ServerContext, Session
 from ..fields import as_bool, as_int, as_str, opt_int, str_list
 from ..jobwait import failed
@@ -59,11 +60,16 @@ async def lease_with_poll(
         await ctx.waiters.wait(queue, left)
 
 
-def pull_args(ctx: ServerContext, msg: Mapping[str, Any], n_default: int) -> tuple[Any, ...]:
+async def pull_args(ctx: ServerContext, msg: Mapping[str, Any], n_default: int) -> tuple[Any, ...]:
+    """``(queue, n, timeout, lease_ms, owner)``; without ``lockTtl`` the lease is the
+    queue's stall setting (:mod:`bunq.server.stallconfig`)."""
     queue = queue_of(msg)
     n = opt_int(msg, "count", n_default, 1, MAX_PULL)
     timeout = opt_int(msg, "timeout", 0, 0, MAX_POLL_MS)
-    lease_ms = opt_int(msg, "lockTtl", ctx.config.default_lease_ms, 1, ctx.config.max_lease_ms)
+    if msg.get("lockTtl") is None:
+        lease_ms = await ctx.stalls.lease_ms(ctx, queue)
+    else:
+        lease_ms = as_int(msg.get("lockTtl"), "lockTtl", 1, ctx.config.max_lease_ms)
     owner = msg.get("owner")
     if owner is not None:
         owner = as_str(owner, "owner", 512)
@@ -74,9 +80,11 @@ def pull_args(ctx: ServerContext, msg: Mapping[str, Any], n_default: int) -> tup
 async def pull(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
     """``PULL`` -> ``{job, token}``; ``PULLB {count}`` -> ``{jobs, tokens}`` (both may be empty)."""
     batch = msg.get("cmd") == "PULLB"
-    queue, n, timeout, lease_ms, owner = pull_args(ctx, msg, 1)
+    queue, n, timeout, lease_ms, owner = await pull_args(ctx, msg, 1)
     leases = await lease_with_poll(ctx, s, queue, n if batch else 1, lease_ms, owner or "", timeout)
     tokens = ctx.leases.add(leases, lease_ms, locked=owner is not None)
+    if leases:
+        leasewatch.pulled(ctx, s, leases, tokens)
     ctx.metrics.pulled.inc(len(leases))
     jobs = [job_to_wire(lease.job) for lease in leases]
     if batch:
@@ -216,6 +224,7 @@ async def _renew(
         if dur is None:
             ms = ctx.leases.lease_ms(lease, ctx.config.default_lease_ms)
             if ctx.leases.fresh(lease, now, ms * 2 // 3):
+                ctx.leases.renewed(lease.job.id)
                 renewed += 1
                 continue
         else:

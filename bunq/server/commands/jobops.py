@@ -1,6 +1,7 @@
 """Per-job operations on the wire, with bunqueue 2.9.5's names and result shapes.
 
-``Cancel`` (remove a job that is not active), ``Update``, ``ChangePriority``,
+``Cancel`` (remove a job that is not active, or ask an active one to stop), ``Update``,
+``ChangePriority``,
 ``ChangeDelay``, ``Promote``, ``PromoteJobs``, ``Discard``, ``RetryCompleted``,
 ``MoveToDelayed``, ``MoveToWait``, ``ClearLogs``, ``GetJobByCustomId``, ``GetCountsPerPriority``,
 ``GetDeduplicationJobId``, ``RemoveDeduplicationKey``,
@@ -18,6 +19,7 @@ from typing import Any
 
 from ...backends.base import Backend, Capability, require
 from ...errors import JobNotFound, JobStateError
+from ...execution.context import request_cancel
 from ...job import FailureReason, JobState, Lease, Settle
 from ...jobrules import MAX_PROMOTE
 from ...policy import FailDecision
@@ -58,12 +60,26 @@ async def _apply(ctx: ServerContext, name: str, job_id: str, *args: Any) -> dict
 
 @command("Cancel")
 async def cancel(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{id}``: remove a job that is not active (bunqueue's Queue.remove); a ``removed``
-    event names the state it left."""
+    """``{id}``: remove a job that is not active (bunqueue's Queue.remove; a ``removed``
+    event names the state it left); an active job is asked to stop: its bunq worker sees
+    the request (``ctx.cancelled``) and settles it as cancelled (docs/events.md).
+    ``removeOnly: true`` (bunq's ``remove_job``) refuses an active job (``job_state``)."""
     job_id = _id(msg)
     ops = _ops(ctx.backend)
-    job = await ctx.run(ctx.backend.get_job, job_id) if ctx.events.active else None
-    if not await ctx.run(ops.remove_job, job_id):
+    job = await ctx.run(ctx.backend.get_job, job_id)
+    only = msg.get("removeOnly") is True
+    if job is not None and job.state is JobState.ACTIVE and not only:
+        await ctx.run(request_cancel, ctx.backend, job)
+        return {}
+    try:
+        removed = await ctx.run(ops.remove_job, job_id)
+    except JobStateError:  # active (or leased meanwhile)
+        job = await ctx.run(ctx.backend.get_job, job_id)
+        if only or job is None or job.state is not JobState.ACTIVE:
+            raise
+        await ctx.run(request_cancel, ctx.backend, job)
+        return {}
+    if not removed:
         raise JobNotFound(f"Job not found or cannot be cancelled: {job_id}", job_id=job_id)
     if job is not None:
         ctx.events.removed(job.queue, (job_id,), job.state.value)

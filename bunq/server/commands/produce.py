@@ -5,21 +5,42 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...backends.base import Capability, require
 from ...errors import UnsupportedError
+from ...job import Job
 from ...protocol import Prepared
+from ...repeat import add_repeatable
 from ...wire_shapes import job_to_wire
 from ..context import ServerContext, Session
 from ..fields import as_str
 from ..flows import flow_jobs
-from ..wire import push_batch, push_job, queue_of
+from ..wire import name_and_data, push_batch, push_job, push_options, queue_of
 from . import command
 
 
 @command("PUSH")
 async def push(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[str, Any]:
-    """``{queue, name, data, ...options}`` -> ``{id}`` (a live custom id returns its job)."""
+    """``{queue, name, data, ...options}`` -> ``{id}`` (a live custom id returns its job).
+
+    With ``repeat`` the job is repeatable (:mod:`bunq.repeat`, on the cron machinery):
+    ``id`` is its first run's."""
+    if msg.get("repeat") is not None:
+        return {"id": (await _push_repeatable(ctx, msg)).id}
     stored = await ctx.add([push_job(queue_of(msg), msg)])
     return {"id": stored[0].id}
+
+
+async def _push_repeatable(ctx: ServerContext, msg: Mapping[str, Any]) -> Job:
+    require(ctx.backend, Capability.CRON)
+    queue = queue_of(msg)
+    fields = {k: v for k, v in msg.items() if k != "repeat"}
+    name, data = name_and_data(fields)
+    opts = push_options(fields, "jobId")
+    job: Job = await ctx.run(add_repeatable, ctx.backend, queue, name, data, opts, msg["repeat"])
+    ctx.events.added([job], 0, ctx.backend.clock())
+    ctx.metrics.pushed.inc()
+    ctx.waiters.notify((queue,))
+    return job
 
 
 @command("PUSHB")

@@ -45,6 +45,7 @@ STATUS = {
     "job_not_found": 404,
     "not_found": 404,
     "duplicate_job": 409,
+    "group_full": 409,
     "lease_lost": 409,
     "job_state": 409,
     "rate_limited": 429,

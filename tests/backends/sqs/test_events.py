@@ -55,6 +55,22 @@ def test_success_is_not_reported_and_the_job_decodes(sqs: Any, client: Any) -> N
     assert run_record(sqs, rec, lambda j: "ok") is False
 
 
+def test_a_handler_taking_a_context_gets_one_without_a_lease(sqs: Any, client: Any) -> None:
+    from bunq.errors import UnsupportedError
+
+    add(sqs, {"n": 1})
+    [rec] = records(sqs, client)
+    seen: list[Any] = []
+
+    def handle(job: Any, ctx: Any) -> str:
+        seen.append((ctx.job_id == job.id, bool(ctx.cancelled)))
+        with pytest.raises(UnsupportedError):
+            ctx.extend_lease()
+        return "ok"
+
+    assert run_record(sqs, rec, handle) is False and seen == [(True, False)]
+
+
 def test_failure_with_retries_left_is_reported_and_hidden_for_the_backoff(
         sqs: Any, client: Any) -> None:  # fmt: skip
     add(sqs, attempts=3, backoff=1_500)

@@ -100,6 +100,42 @@ local function forget(id)
   return 1
 end
 
+-- A flow child went to the DLQ: if it names a policy for its parent
+-- (bunq.jobrules.FlowFailure) and the parent still waits for it, stop the parent waiting
+-- on it here and queue {queue or false (this one), parent, child, false, policy, error}
+-- in this queue's outbox; the caller (or the next sweep) delivers it (xrelease.lua).
+local FLOW_POLICIES = {'fail_parent_on_failure', 'ignore_dependency_on_failure',
+  'remove_dependency_on_failure', 'continue_parent_on_failure'}
+local function child_dead(id, err, force)
+  local f = redis.call('HMGET', JOB .. id, 'pid', 'o')
+  local pid = f[1]
+  if not pid then return 0 end
+  local policy = force
+  if not policy then
+    local ok, opts = pcall(cmsgpack.unpack, f[2] or '')
+    if not ok or type(opts) ~= 'table' then return 0 end
+    for _, p in ipairs(FLOW_POLICIES) do
+      if opts[p] == true then policy = p end
+    end
+    if not policy then return 0 end
+  end
+  local q = false
+  if redis.call('SREM', T .. ':dep:' .. id, pid) == 0 then
+    q = nil
+    local xk = T .. ':xdep:' .. id
+    for _, e in ipairs(redis.call('SMEMBERS', xk)) do
+      local eq, dependent = unpack(cmsgpack.unpack(e))
+      if dependent == pid then
+        q = eq
+        redis.call('SREM', xk, e)
+      end
+    end
+    if q == nil then return 0 end  -- the parent no longer waits for this child
+  end
+  redis.call('RPUSH', T .. ':outbox', cmsgpack.pack({q, pid, id, false, policy, err or ''}))
+  return 1
+end
+
 -- A finished dependency releases its dependents; those with none left become ready.
 local function release_dependents(id, now)
   local dk = T .. ':dep:' .. id

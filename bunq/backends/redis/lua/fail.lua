@@ -12,6 +12,7 @@ redis.call('HDEL', k, 't', 'lu')
 if kind ~= 'delay' then hist(id, attempt, err, dur, now, reason) end
 if kind == 'dlq' then
   release_unique(f[5], id)
+  child_dead(id, err)
   if f[6] then
     forget(id)
     return {1, {id}}

@@ -21,6 +21,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', TTL, '-inf', now, 'LIMIT', 0, 10
     redis.call('HDEL', k, 'm')
     redis.call('ZADD', DLQ, now, id)
     release_unique(f[4], id)
+    child_dead(id, 'not started within its ttl')
     ttl_expired = ttl_expired + 1
   end
 end

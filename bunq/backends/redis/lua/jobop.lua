@@ -66,7 +66,9 @@ local function allowed(...)
   return false
 end
 
-if op == 'remove' then
+if op == 'unlink_parent' then  -- remove_child_dependency: {1, state, 1 if the parent waited}
+  return {1, state, child_dead(id, '', 'remove_dependency_on_failure')}
+elseif op == 'remove' then
   if state == 'active' then return {-1, state} end
   forget(id)
 elseif op == 'retry' then
@@ -103,6 +105,7 @@ elseif op == 'discard' then
   release_unique(f[5], id)
   redis.call('HSET', k, 's', 'failed', 'fa', now, 'da', now, 'e', 'discarded', 'rs', 'explicit_fail')
   redis.call('ZADD', DLQ, now, id)
+  child_dead(id, 'discarded')
 elseif op == 'clear_logs' then
   local keep = tonumber(arg)
   if keep > 0 then redis.call('LTRIM', T .. ':l:' .. id, -keep, -1)

@@ -87,6 +87,7 @@ while taken < n do
     redis.call('ZREM', TTL, id)
     redis.call('ZADD', DLQ, now, id)
     release_unique(redis.call('HGET', k, 'uk'), id)
+    child_dead(id, 'not started within its ttl')  -- delivered by the next sweep
     expired = expired + 1
   else
     redis.call('HINCRBY', k, 'a', 1)

@@ -16,6 +16,7 @@ for i = 2, #ARGV, 3 do
       redis.call('HSET', k, 's', 'failed', 'fa', now, 'da', now, 'e', 'lease expired', 'rs', 'stalled')
       redis.call('ZADD', DLQ, now, id)
       release_unique(f[7], id)
+      child_dead(id, 'lease expired')
       dead = dead + 1
     else
       redis.call('HSET', k, 's', 'waiting', 'ra', now, 'e', 'lease expired', 'rs', 'stalled')
