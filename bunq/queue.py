@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
+from types import MappingProxyType
 from typing import Any
 
 from . import tracing, validate
@@ -14,6 +15,7 @@ from .cron import Schedule, Scheduler
 from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
 from .execution.context import request_cancel
 from .job import (
+    DEFAULT_OPTIONS,
     DlqEntry,
     FailureReason,
     Job,
@@ -34,6 +36,8 @@ from .policy import FailDecision
 from .queue_events import wait_for
 from .repeat import PREFIX, add_repeatable
 from .stacks import split
+
+_NO_OPTS: Mapping[str, Any] = MappingProxyType({})
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -188,22 +192,28 @@ class Queue:
 
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
+        queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
         for item in jobs:
-            if isinstance(item, Mapping):
+            if isinstance(item, tuple) and 1 <= len(item) <= 3:  # first: the cheap check
+                name, data, opts = (*item, None, _NO_OPTS)[:3] if len(item) < 3 else item
+                opts = opts or _NO_OPTS
+            elif isinstance(item, Mapping):
                 unknown = set(item) - {"name", "data", "opts"}
                 if unknown:
                     raise ValidationError(f"unknown bulk item keys {sorted(unknown)}")
-                name, data, opts = item.get("name"), item.get("data"), item.get("opts") or {}
-            elif isinstance(item, tuple) and 1 <= len(item) <= 3:
-                name, data, opts = (*item, None, {})[:3] if len(item) < 3 else item
-                opts = opts or {}
+                name, data, opts = item.get("name"), item.get("data"), item.get("opts") or _NO_OPTS
             else:
                 raise ValidationError("bulk items are mappings or (name, data, opts) tuples")
-            if not isinstance(opts, Mapping):
-                raise ValidationError("bulk item opts must be a mapping")
-            if parent is not None and opts.get("traceparent") is None:
-                opts = {**opts, "traceparent": parent}
-            batch.append(new_job(self.name, name, data, opts))  # type: ignore[arg-type]
+            if opts is not seen:  # the same options object item after item: parsed once
+                if not isinstance(opts, Mapping):
+                    raise ValidationError("bulk item opts must be a mapping")
+                seen = full = opts
+                if parent is not None and opts.get("traceparent") is None:
+                    full = {**opts, "traceparent": parent}
+                if full.get("debounce") is not None:
+                    full = debounced(full)
+                parsed = JobOptions.parse(full)
+            batch.append(NewJob(queue, name, data, parsed, parsed.job_id or new_job_id()))
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()

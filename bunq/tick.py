@@ -10,9 +10,10 @@ back unstarted. No thread, timer or loop outlives the call.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import contextlib
 import logging
 import os
+import queue
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -96,7 +97,7 @@ class _Tick:
         self.stopped: Stopped | None = None
         self.dry = False  # a lease came back short: the queue ran dry
         self.pending: deque[Lease] = deque()  # leased, not started
-        self.inflight: dict[cf.Future[Outcome], Lease] = {}
+        self.inflight: dict[int, Lease] = {}  # by id(lease): what ex.done hands back
         self.done: list[tuple[Lease, Outcome]] = []  # finished, not settled
         self.done_expiry: int | None = None  # earliest lease expiry among `done`
         self.runs: deque[int] = deque(maxlen=16)  # recent job and settle times (ms); the
@@ -128,18 +129,23 @@ class _Tick:
                     if ex.inline:
                         self._record(lease, ex.run(lease.job, ctx))
                     else:
-                        self.inflight[ex.submit(lease.job, ctx)] = lease
+                        self.inflight[id(lease)] = lease
+                        ex.start([(lease, lease.job, ctx)])
                 if not self.inflight:
                     break
-                ready, _ = cf.wait(list(self.inflight), return_when=cf.FIRST_COMPLETED)
-                for fut in ready:
-                    self._record(self.inflight.pop(fut), fut.result())
+                self._collect(ex.done.get())  # block until one finishes
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        self._collect(ex.done.get_nowait())
                 self._flush()
         finally:
-            for fut in cf.as_completed(list(self.inflight)):
-                self._record(self.inflight.pop(fut), fut.result())
+            while self.inflight:
+                self._collect(ex.done.get())
             self._flush()
             self._release()
+
+    def _collect(self, item: tuple[Lease, Outcome]) -> None:
+        self._record(self.inflight.pop(id(item[0])), item[1])
 
     def _next(self) -> Lease | None:
         """Return the next lease to start, leasing a chunk when none is pending."""

@@ -9,9 +9,9 @@ held lease at a third of its length and fails attempts that outlive
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import logging
 import os
+import queue
 import random
 import signal
 import threading
@@ -209,20 +209,23 @@ class Worker:
                 if self._stop.is_set():
                     self._return_unstarted(leases[i:])
                     break
-                ctx = self._mark_started(lease)
+                (ctx,) = self._mark_started(lease)
                 done.append((lease, ex.run(lease.job, ctx)))
             self._settle(done)
 
     def _loop_concurrent(self, ex: Executor) -> None:
-        inflight: dict[cf.Future[Outcome], Lease] = {}
+        inflight: dict[int, Lease] = {}  # by id(lease): what ex.done hands back
+        done = ex.done
         while not (self._stop.is_set() and not inflight):
             free = self.concurrency - len(inflight)
             leases = (
                 self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
             )
-            for lease in leases:
-                ctx = self._mark_started(lease)
-                inflight[ex.submit(lease.job, ctx)] = lease
+            if leases:
+                ctxs = self._mark_started(*leases)
+                for lease in leases:
+                    inflight[id(lease)] = lease
+                ex.start([(lease, lease.job, ctx) for lease, ctx in zip(leases, ctxs, strict=True)])
             if not inflight:
                 self._idle()
                 continue
@@ -232,13 +235,27 @@ class Worker:
                 wait_s = 0.05  # nothing to lease now: collect what finishes, look again
             else:
                 wait_s = 0.0  # slots left: settle what is done, then lease more
-            ready, _ = cf.wait(list(inflight), timeout=wait_s, return_when=cf.FIRST_COMPLETED)
-            self._settle([(inflight.pop(f), f.result()) for f in ready])
+            ready: list[tuple[Lease, Outcome]] = []
+            try:
+                ready.append(done.get(timeout=wait_s) if wait_s != 0.0 else done.get_nowait())
+                while True:
+                    ready.append(done.get_nowait())
+            except queue.Empty:
+                pass
+            if not ready:
+                continue
+            for lease, _ in ready:
+                del inflight[id(lease)]
+            self._settle(ready)
 
-    def _mark_started(self, lease: Lease) -> JobContext | None:
+    def _mark_started(self, *leases: Lease) -> list[JobContext | None]:
+        """Note when ``leases`` started; return their contexts (made when leased)."""
+        now = time.monotonic()
         with self._held.lock:
-            self._held.started[lease.id] = time.monotonic()
-            return self._held.contexts.get(lease.id)
+            get = self._held.contexts.get
+            for lease in leases:
+                self._held.started[lease.id] = now
+            return [get(lease.id) for lease in leases]
 
     def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
         with self._held.lock:

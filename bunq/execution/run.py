@@ -11,11 +11,11 @@ whose context was cancelled while it ran ends ``cancelled`` however it returned.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures as cf
 import inspect
+import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -27,6 +27,7 @@ from .context import JobContext, takes_context
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
 Clock = Callable[[], int]
+_Item = tuple[Any, Job, "JobContext | None"]  # what Executor.start takes: (key, job, ctx)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
     start = time.perf_counter()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
@@ -87,12 +88,12 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
-            if ctx is None:
-                result = await _timed(result, job.opts.timeout)
+            if ctx is not None:  # a cancel cancels the task awaiting the handler: this one
+                _bind(ctx)
+            if job.opts.timeout is None:
+                result = await result  # no wrapping coroutine when nothing is timed
             else:
-                task = asyncio.ensure_future(_timed(result, job.opts.timeout))
-                ctx.bind(asyncio.get_running_loop(), task)
-                result = await task
+                result = await _timed(result, job.opts.timeout)
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except asyncio.CancelledError:
@@ -106,6 +107,14 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
     if ctx is not None and ctx.cancelled:
         return _cancelled(job, start, clock, t0)
     return Outcome(True, result, None, _ms(start), False, _took(clock, t0))
+
+
+def _bind(ctx: JobContext) -> None:
+    """Bind ``ctx`` to the running task (no task of its own per job): run_async's caller
+    is the executor's per-job task (:meth:`Executor._one`), which ends with this call."""
+    task = asyncio.current_task()
+    assert task is not None, "run_async runs in a task"
+    ctx.bind(asyncio.get_running_loop(), task)
 
 
 def _cancelled(job: Job, start: float, clock: Clock | None, t0: int) -> Outcome:
@@ -131,9 +140,12 @@ class Executor:
     """Where a driver's handler calls run, ``concurrency`` at a time.
 
     A sync handler runs inline (:meth:`run`, on the caller's thread: no thread hop
-    per job) when ``concurrency == 1``, else on a pool of ``concurrency`` threads;
-    a coroutine handler runs on one event-loop thread. :meth:`close` (or leaving
-    the ``with`` block) joins what the executor started.
+    per job) when ``concurrency == 1``, else on ``concurrency`` threads of its own;
+    a coroutine handler runs on one event-loop thread. :meth:`start` hands jobs
+    over, and each one's ``(key, Outcome)`` arrives in :attr:`done` (a
+    ``queue.SimpleQueue``): no future, lock or waiter per job, and one wake-up of
+    the loop thread per call. :meth:`close` (or leaving the ``with`` block) joins
+    what the executor started.
 
     :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
         driver's estimates (tick's deadline).
@@ -145,41 +157,73 @@ class Executor:
         self.is_async = is_async(handler)
         self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
         self.inline = concurrency == 1 and not self.is_async
-        self._pool: cf.ThreadPoolExecutor | None = None
+        self.done: queue.SimpleQueue[tuple[Any, Outcome]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         if self.is_async:
             self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name=f"{name}-loop",
-                                            daemon=True)  # fmt: skip
-            self._thread.start()
+            self._threads.append(threading.Thread(target=self._loop.run_forever,
+                                                  name=f"{name}-loop", daemon=True))  # fmt: skip
         elif not self.inline:
-            self._pool = cf.ThreadPoolExecutor(concurrency, thread_name_prefix=name)
+            for i in range(concurrency):
+                t = threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
+                self._threads.append(t)
+        for t in self._threads:
+            t.start()
 
     def run(self, job: Job, ctx: JobContext | None = None) -> Outcome:
         """Run ``job`` on this thread (inline executors); ``ctx`` reaches handlers that
         take one."""
         return run_sync(self.handler, job, self.clock, ctx, self.with_context and ctx is not None)
 
-    def submit(self, job: Job, ctx: JobContext | None = None) -> cf.Future[Outcome]:
-        """Start ``job`` off this thread; the future gives its :class:`Outcome`."""
-        give = self.with_context and ctx is not None
+    def start(self, items: Sequence[_Item]) -> None:
+        """Start each ``(key, job, ctx)`` off this thread; ``(key, Outcome)`` arrives in
+        ``done``. ``ctx`` (or None) reaches handlers that take one; a coroutine handler's
+        task is bound to it, so that a cancel cancels the handler."""
         if self._loop is not None:
-            coro = run_async(self.handler, job, self.clock, ctx, give)
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
-        if self._pool is None:
+            self._loop.call_soon_threadsafe(self._spawn, items)
+        elif self._threads:
+            put = self._jobs.put
+            for item in items:
+                put(item)
+        else:
             raise RuntimeError("an inline executor runs jobs with run()")
-        return self._pool.submit(run_sync, self.handler, job, self.clock, ctx, give)
+
+    def _serve(self) -> None:
+        get, put, handler, clock = self._jobs.get, self.done.put, self.handler, self.clock
+        with_context = self.with_context
+        while (item := get()) is not None:
+            key, job, ctx = item
+            put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
+
+    def _spawn(self, items: Sequence[_Item]) -> None:
+        assert self._loop is not None
+        create, keep = self._loop.create_task, self._tasks.add
+        for key, job, ctx in items:
+            keep(create(self._one(key, job, ctx)))  # the loop holds tasks weakly: we hold them
+
+    async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
+        try:
+            give = self.with_context and ctx is not None
+            self.done.put((key, await run_async(self.handler, job, self.clock, ctx, give)))
+        finally:  # itself, not a done callback: one loop callback fewer per job
+            self._tasks.discard(asyncio.current_task())
 
     def close(self) -> None:
-        """Wait for submitted jobs (threads), stop the loop thread; idempotent."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
-            self._thread = None
+        """Wait for started jobs (threads), stop the loop thread; idempotent."""
+        if self._loop is not None:
+            if self._threads:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._threads[0].join()
+                self._loop.close()
+        else:
+            for _ in self._threads:
+                self._jobs.put(None)
+            for t in self._threads:
+                t.join()
+        self._threads = []
 
     def __enter__(self) -> Executor:
         return self

@@ -63,3 +63,17 @@ def test_options_roundtrip_through_plain_data() -> None:
     d["unique_strategy"] = UniqueStrategy(d["unique_strategy"])
     d["depends_on"] = tuple(d["depends_on"])
     assert JobOptions(**d) == o
+
+
+def test_admitted_job_equals_the_constructor_for_every_field() -> None:
+    from dataclasses import fields
+
+    from bunq.job import Job, JobState, admitted_job
+
+    opts = JobOptions.parse({"priority": 3})
+    fast = admitted_job("id-1", "q", "n", {"a": 1}, JobState.DELAYED, opts, 5, 9)
+    slow = Job(id="id-1", queue="q", name="n", data={"a": 1}, state=JobState.DELAYED,
+               opts=opts, created_at=5, run_at=9)  # fmt: skip
+    assert fast == slow
+    # a field added to Job with a default must be set by admitted_job too
+    assert all(getattr(fast, f.name) == getattr(slow, f.name) for f in fields(Job))

@@ -23,6 +23,7 @@ from ...job import (
     NewJob,
     Settle,
     UniqueStrategy,
+    admitted_job,
     check_new_jobs,
     now_ms,
 )  # fmt: skip
@@ -159,8 +160,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
                 if pending
                 else (JobState.DELAYED if o.delay else JobState.WAITING)
             )
-            out.append(Job(id=job.id, queue=job.queue, name=job.name, data=job.data, state=st,
-                           opts=o, created_at=now, run_at=run_at))  # fmt: skip
+            out.append(admitted_job(job.id, job.queue, job.name, job.data, st, o, now, run_at))
         if plain:
             tx.many("insert_job", plain)
         return out
