@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-AREAS = ("ops", "queues", "jobs", "consume", "dlq", "cron", "workers", "events", "dashboard")
+AREAS = ("ops", "queues", "jobs", "consume", "dlq", "cron", "workers", "webhooks", "events", "dashboard")
 
 
 def load() -> None:
