@@ -307,8 +307,8 @@ def test_webhook_deliveries_of_jobs_added_over_http(served: Any) -> None:
     cfg = ServerConfig(port=0, http_port=0, webhook_allow=("127.0.0.1/32",), **QUIET)
     with BackgroundServer(served, cfg) as srv, receiver() as r:
         api = Api(srv.server.http_port or 0)
-        hid = api.ok("POST", "/webhooks", {"url": r.url, "events": ["job.pushed"],
-                                           "queue": "mail", "secret": "k"})["webhookId"]  # fmt: skip
+        new = {"url": r.url, "events": ["job.pushed"], "queue": "mail", "secret": "k"}
+        hid = api.ok("POST", "/webhooks", new)["webhookId"]
         jid = api.ok("POST", "/queues/mail/jobs", {"name": "send", "data": {"to": "a"}})["id"]
         req = r.wait_for(1)[0]
         verify("k", req.headers, req.body)
