@@ -95,11 +95,10 @@ class WebhookRunner:
     def _wanted(self) -> set[str]:
         if self.fixed is not None:
             return set(self.fixed)
-        hooks = [h for h in self.webhooks.list() if h.enabled]
-        named = {h.queue for h in hooks if h.queue is not None}
-        if any(h.queue is None for h in hooks):
-            named.update(self.backend.queues())
-        return named
+        # the dispatcher's snapshot, not a fresh read: a queue is read only once the
+        # dispatcher knows the webhook its events are for
+        named, every = self.dispatcher.listened()
+        return set(named) | (set(self.backend.queues()) if every else set())
 
     def reconcile(self) -> None:
         """Read the queues webhooks listen to now (open new readers, close unneeded ones)."""
@@ -139,6 +138,7 @@ class WebhookRunner:
     def start(self) -> WebhookRunner:
         """Start delivering; the queues to read are open when this returns."""
         if self._thread is None:
+            self.dispatcher.refresh()
             self.dispatcher.start()
             self.reconcile()
             self._thread = threading.Thread(target=self._run, name="bunq-webhook-runner",
