@@ -178,3 +178,32 @@ def test_the_cli_runs_a_runner_until_sigterm(tmp_path: Path) -> None:
         assert (doc["event"], doc["jobId"], doc["data"]) == ("job.completed", job.id, 4)
     finally:
         be.close()
+
+
+def test_to_wire_is_what_the_server_sends_and_bunq_reads_back() -> None:
+    from bunq.backends.remote_events import from_wire
+    from bunq.jobevents import EventKind, JobEvent, to_wire
+    from bunq.stacks import with_stack
+
+    data = {
+        EventKind.COMPLETED: {"result": {"r": 1}},
+        EventKind.FAILED: {"error": with_stack("E: no", ["at x"]), "will_retry": True},
+        EventKind.PROGRESS: {"progress": 40},
+        EventKind.DELAYED: {"delay": 500},
+        EventKind.REMOVED: {"prev": "waiting"},
+        EventKind.CANCELLED: {"prev": "active"},
+    }
+    for kind in EventKind:
+        ev = JobEvent(kind, "q", "7", 1000, data.get(kind, {}))
+        doc = to_wire(ev, job_data={"d": 1})
+        if kind is EventKind.WAITING:
+            assert doc is None  # an add is "pushed" already
+            continue
+        assert doc is not None and doc["queue"] == "q" and doc["timestamp"] == 1000.0
+        back = from_wire(doc)
+        assert back is not None and back.kind is kind, (kind, doc)
+    failed = to_wire(JobEvent(EventKind.FAILED, "q", "7", 1, data[EventKind.FAILED]), {"d": 1})
+    assert failed == {"eventType": "failed", "queue": "q", "jobId": "7", "timestamp": 1.0,
+                      "error": "E: no", "data": {"d": 1}, "terminal": False}  # fmt: skip
+    done = to_wire(JobEvent(EventKind.COMPLETED, "q", "7", 1, {"result": 5}))
+    assert done is not None and (done["eventType"], done["data"]) == ("completed", 5)
