@@ -35,6 +35,7 @@ from .codec import pack, unpack
 from .errors import ValidationError
 from .job import FailureReason, Job, JobState, Lease
 from .policy import FailDecision
+from .stacks import split
 
 
 class EventKind(str, enum.Enum):
@@ -112,6 +113,66 @@ def unpack_events(queue: str, blob: bytes) -> list[JobEvent]:
         if k is not None:
             out.append(JobEvent(k, queue, str(job_id), int(ts), dict(data or {})))
     return out
+
+
+# -- the wire shape: bunqueue's JobEvent, what bunq serve pushes and webhooks are sent --------
+# bunqueue's EventType values (src/domain/types/queue.ts)
+PUSHED = "pushed"
+PULLED = "pulled"
+COMPLETED = "completed"
+FAILED = "failed"
+RETRIED = "retried"
+DELAYED = "delayed"
+PROGRESS = "progress"
+REMOVED = "removed"
+DUPLICATED = "duplicated"
+WAITING_CHILDREN = "waiting-children"
+DRAINED = "drained"
+PAUSED = "paused"
+RESUMED = "resumed"
+STALLED = "stalled"
+CANCELLED = "cancelled"  # bunq's (bunqueue has none: a cancelled running job is failed)
+
+
+def wire_event(kind: str, queue: str, job_id: str, ts: float, **extra: Any) -> dict[str, Any]:
+    """bunqueue's ``JobEvent``: ``{eventType, queue, jobId, timestamp, ...extra}``
+    (``timestamp``: epoch ms as a float, never an int64 on the wire)."""
+    return {"eventType": kind, "queue": queue, "jobId": job_id, "timestamp": ts, **extra}
+
+
+def to_wire(ev: JobEvent, job_data: Any = None) -> dict[str, Any] | None:
+    """A :class:`JobEvent` in the shape ``bunq serve`` gives its subscribers and webhooks
+    (:class:`bunq.server.events.EventHub`): ``added`` is ``pushed``, ``active`` is
+    ``pulled``, ``completed`` carries ``data`` (the result), ``failed`` carries ``error``
+    (without the stack), ``data`` (``job_data``: the job's data, when the caller has it)
+    and ``terminal``. None for ``waiting``, which the server does not send (an add is
+    ``pushed`` already)."""
+    k, q, jid, ts, d = ev.kind, ev.queue, ev.job_id, float(ev.ts), ev.data
+    if k is EventKind.ADDED:
+        return wire_event(PUSHED, q, jid, ts)
+    if k is EventKind.ACTIVE:
+        return wire_event(PULLED, q, jid, ts)
+    if k is EventKind.COMPLETED:
+        return wire_event(COMPLETED, q, jid, ts, data=d.get("result"))
+    if k is EventKind.FAILED:
+        reason = split(d.get("error"))[0] or "failed"
+        return wire_event(FAILED, q, jid, ts, error=reason, data=job_data,
+                          terminal=not d.get("will_retry", False))  # fmt: skip
+    if k is EventKind.RETRIED:
+        return wire_event(RETRIED, q, jid, ts, prev="failed")
+    if k is EventKind.DELAYED:
+        return wire_event(DELAYED, q, jid, ts, delay=float(d.get("delay") or 0))
+    if k is EventKind.PROGRESS:
+        value = d.get("progress")
+        return wire_event(PROGRESS, q, jid, ts, progress=value,
+                          data={"progress": value, "message": d.get("message")})  # fmt: skip
+    if k is EventKind.STALLED:
+        return wire_event(STALLED, q, jid, ts, prev="active")
+    if k in (EventKind.REMOVED, EventKind.CANCELLED):
+        return wire_event(k.value, q, jid, ts, prev=d.get("prev"))
+    if k in (EventKind.DRAINED, EventKind.PAUSED, EventKind.RESUMED):
+        return wire_event(k.value, q, "", ts)
+    return None  # waiting
 
 
 def by_queue(events: Sequence[JobEvent]) -> dict[str, list[JobEvent]]:

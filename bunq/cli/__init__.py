@@ -1,4 +1,4 @@
-"""The ``bunq`` command: tick, worker, add, stats, dlq, cron, migrate, demo, serve.
+"""The ``bunq`` command: tick, worker, add, stats, dlq, cron, webhooks, migrate, demo, serve.
 
 Every subcommand takes ``--backend URL`` (default ``BUNQ_BACKEND``, else ``bunq
 serve``'s data file: :mod:`bunq.cli.backend`). Mistakes get one line on stderr and

@@ -234,6 +234,33 @@ def cmd_cron(args: argparse.Namespace, be: Backend) -> int:
     return EXIT_OK
 
 
+def cmd_webhooks(args: argparse.Namespace, be: Backend) -> int:
+    """``bunq webhooks run``: a :class:`~bunq.webhooks.WebhookRunner` until SIGTERM/SIGINT."""
+    import threading
+
+    from ..webhooks import TargetGuard, WebhookRunner
+
+    runner = WebhookRunner(be, args.queues, guard=TargetGuard(args.allow))
+    stop = threading.Event()
+    old = {sig: signal.signal(sig, lambda signum, frame: stop.set())
+           for sig in (signal.SIGTERM, signal.SIGINT)}  # fmt: skip
+    try:
+        runner.start()
+        which = ", ".join(args.queues) if args.queues else "the queues webhooks name"
+        print(f"bunq webhooks: delivering from {be.kind} ({which}); run one per deployment; "
+              "SIGTERM/Ctrl-C stops", file=sys.stderr, flush=True)  # fmt: skip
+        while not stop.wait(1.0):
+            pass
+    finally:
+        runner.close()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    d = runner.dispatcher
+    print(f"bunq webhooks: delivered {d.delivered}, failed {d.failed}, dropped {d.dropped}",
+          file=sys.stderr)  # fmt: skip
+    return EXIT_OK
+
+
 def cmd_migrate(args: argparse.Namespace, be: Backend) -> int:
     migrate = getattr(be, "migrate", None)
     if callable(migrate):
@@ -293,4 +320,5 @@ def cmd_demo(args: argparse.Namespace, be: Backend) -> int:
 
 
 COMMANDS = {"tick": cmd_tick, "worker": cmd_worker, "add": cmd_add, "stats": cmd_stats,
-            "dlq": cmd_dlq, "cron": cmd_cron, "migrate": cmd_migrate, "demo": cmd_demo}  # fmt: skip
+            "dlq": cmd_dlq, "cron": cmd_cron, "webhooks": cmd_webhooks, "migrate": cmd_migrate,
+            "demo": cmd_demo}  # fmt: skip

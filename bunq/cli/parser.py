@@ -111,8 +111,28 @@ def build_parser() -> argparse.ArgumentParser:
     add(cron, "remove", "remove a schedule").add_argument("name", metavar="NAME")
     _cron_add(add(cron, "add", "create or update a schedule (an unchanged one keeps its next run)"))
 
+    _webhooks(add(sub, "webhooks", "deliver webhooks without bunq serve"), add)
+
     add(sub, "migrate", "create or upgrade the backend's schema and print its version")
-    dm = add(sub, "demo", f"a self-contained demo on {DEMO_BACKEND} (jobs/s with tick())")
+    _demo(add(sub, "demo", f"a self-contained demo on {DEMO_BACKEND} (jobs/s with tick())"))
+    sub.add_parser("serve", help="run the bunq server (see: bunq serve --help)")
+    return p
+
+
+def _webhooks(w: argparse.ArgumentParser, add: Callable[..., argparse.ArgumentParser]) -> None:
+    """``bunq webhooks run``: a WebhookRunner (docs/webhooks.md)."""
+    hooks = w.add_subparsers(dest="action", required=True, metavar="ACTION")
+    wr = add(hooks, "run", "deliver the backend's webhooks from its job events until SIGTERM "
+             "(run exactly one per deployment)", json=False)  # fmt: skip
+    wr.add_argument("--queue", action="append", dest="queues", metavar="QUEUE",
+                    help="read only this queue (repeatable; default: every queue a webhook "
+                    "names, every queue when one names none)")  # fmt: skip
+    wr.add_argument("--allow", action="append", default=[], metavar="CIDR",
+                    help="a network webhooks may reach although the target guard refuses it "
+                    "(e.g. 127.0.0.1/32; repeatable)")  # fmt: skip
+
+
+def _demo(dm: argparse.ArgumentParser) -> None:
     dm.add_argument("--jobs", type=POSITIVE, default=1000, metavar="N")
     dm.add_argument(
         "--live",
@@ -126,8 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="jobs a second added with --live (20)",
     )
-    sub.add_parser("serve", help="run the bunq server (see: bunq serve --help)")
-    return p
 
 
 def _cron_add(c: argparse.ArgumentParser) -> None:

@@ -25,6 +25,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ProtocolError
 from ..job import Job, JobState, Lease, Settle
+from ..jobevents import (
+    COMPLETED,
+    DELAYED,
+    DUPLICATED,
+    FAILED,
+    PROGRESS,
+    PULLED,
+    PUSHED,
+    REMOVED,
+    RETRIED,
+    STALLED,
+    WAITING_CHILDREN,
+)
+from ..jobevents import wire_event as _event
 from ..policy import FailDecision
 from ..protocol import encode
 from ..stacks import split
@@ -36,22 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bunq.server")
 
 Event = dict[str, Any]
-
-# bunqueue's EventType values (src/domain/types/queue.ts)
-PUSHED = "pushed"
-PULLED = "pulled"
-COMPLETED = "completed"
-FAILED = "failed"
-RETRIED = "retried"
-DELAYED = "delayed"
-PROGRESS = "progress"
-REMOVED = "removed"
-DUPLICATED = "duplicated"
-WAITING_CHILDREN = "waiting-children"
-DRAINED = "drained"
-PAUSED = "paused"
-RESUMED = "resumed"
-STALLED = "stalled"
 
 
 class Subscriber(Protocol):
@@ -65,10 +63,6 @@ class Subscriber(Protocol):
 def now_ms() -> float:
     """bunqueue's ``Date.now()``, as a float (never an int64 on the wire)."""
     return time.time() * 1000.0
-
-
-def _event(kind: str, queue: str, job_id: str, ts: float, **extra: Any) -> Event:
-    return {"eventType": kind, "queue": queue, "jobId": job_id, "timestamp": ts, **extra}
 
 
 class EventHub:

@@ -14,7 +14,9 @@
     verify(secret, request.headers, request.body, tolerance_s=300)
 
 ``bunq serve`` runs a dispatcher fed by its event hub (bunqueue's AddWebhook,
-RemoveWebhook, ListWebhooks, SetWebhookEnabled commands). See docs/webhooks.md.
+RemoveWebhook, ListWebhooks, SetWebhookEnabled commands). Without a server, one
+:class:`WebhookRunner` per deployment feeds one from the backend's job events
+(``bunq webhooks run``). See docs/webhooks.md.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from __future__ import annotations
 from .delivery import DeliveryRecord, Dispatcher
 from .guard import REFUSED, TargetGuard
 from .model import WEBHOOK_EVENT_OF, WEBHOOK_EVENTS, Webhook, public
+from .runner import WebhookRunner
 from .signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, signature, verify
 from .store import Webhooks
 
 __all__ = ["REFUSED", "SIGNATURE_HEADER", "TIMESTAMP_HEADER", "WEBHOOK_EVENTS",
            "WEBHOOK_EVENT_OF", "DeliveryRecord", "Dispatcher", "TargetGuard", "Webhook",
-           "Webhooks", "public", "sign", "signature", "verify"]  # fmt: skip
+           "WebhookRunner", "Webhooks", "public", "sign", "signature", "verify"]  # fmt: skip

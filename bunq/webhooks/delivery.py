@@ -142,6 +142,11 @@ class Dispatcher:
         snap = self._snap
         return snap.every or queue in snap.queues
 
+    def listened(self) -> tuple[frozenset[str], bool]:
+        """The queues enabled webhooks name, and whether one listens to every queue."""
+        snap = self._snap
+        return snap.queues, snap.every
+
     def on_change(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` (from the sender thread) when the set of webhooks changed."""
         self._listeners.append(fn)

@@ -261,3 +261,62 @@ def test_consume_over_http_pull_ack_fail_heartbeat(api: Api) -> None:
     api.ok("POST", f"/jobs/{ids[1]}/fail", {"token": batch["tokens"][0], "error": "nope"})
     assert api.ok("GET", f"/jobs/{ids[1]}/state")["state"] == "failed"
     assert api.ok("GET", "/queues/work/dlq")["entries"][0]["error"] == "nope"
+
+
+def test_webhooks_add_list_disable_remove_and_errors(api: Api) -> None:
+    body = {"url": "http://10.1.2.3/hook", "events": ["job.completed", "failed"], "queue": "mail"}
+    added = api.ok("POST", "/webhooks", body)
+    hid, secret = added["webhookId"], added["secret"]  # the server made the secret: shown once
+    assert added["events"] == ["job.completed", "job.failed"] and len(secret) == 64
+    assert "secret" not in api.ok("POST", "/webhooks", {**body, "secret": "mine"})
+    listed = api.ok("GET", "/webhooks")
+    assert listed["stats"]["total"] == 2 and listed["stats"]["enabled"] == 2
+    assert secret not in json.dumps(listed) and "mine" not in json.dumps(listed)
+    assert all("secret" not in h for h in listed["webhooks"])
+    assert api.ok("PUT", f"/webhooks/{hid}/enabled", {"enabled": False}) == {
+        "ok": True, "id": hid, "enabled": False}  # fmt: skip
+    hooks = {h["id"]: h for h in api.ok("GET", "/webhooks")["webhooks"]}
+    assert hooks[hid]["enabled"] is False and api.ok("GET", "/webhooks")["stats"]["enabled"] == 1
+    assert api.ok("GET", f"/webhooks/{hid}/deliveries")["deliveries"] == []
+    assert api.ok("DELETE", f"/webhooks/{hid}")["removed"] is True
+    assert hid not in {h["id"] for h in api.ok("GET", "/webhooks")["webhooks"]}
+    cases = [
+        ("DELETE", f"/webhooks/{hid}", None, 404, "webhook_not_found"),
+        ("PUT", f"/webhooks/{hid}/enabled", {"enabled": True}, 404, "webhook_not_found"),
+        ("GET", f"/webhooks/{hid}/deliveries", None, 404, "webhook_not_found"),
+        ("PUT", "/webhooks/x/enabled", {"enabled": "yes"}, 400, "validation"),
+        ("POST", "/webhooks", {"url": "http://127.0.0.1:9/h", "events": ["job.failed"]},
+         400, "webhook_target_refused"),
+        ("POST", "/webhooks", {"url": "http://169.254.169.254/latest", "events": ["job.failed"]},
+         400, "webhook_target_refused"),
+        ("POST", "/webhooks", {"url": "http://10.1.2.3/h", "events": ["nope"]}, 400, "validation"),
+        ("POST", "/webhooks", {"url": "ftp://x/h", "events": ["job.failed"]}, 400, "validation"),
+    ]  # fmt: skip
+    for method, path, b, status, code in cases:
+        got, out = api.call(method, path, b)
+        assert (got, out["ok"], out["code"]) == (status, False, code), (method, path, out)
+    if api.token is not None:
+        assert Api(api.port).call("GET", "/webhooks")[0] == 401
+
+
+def test_webhook_deliveries_of_jobs_added_over_http(served: Any) -> None:
+    from webhooks.receiver import receiver
+
+    from bunq.webhooks import verify
+
+    cfg = ServerConfig(port=0, http_port=0, webhook_allow=("127.0.0.1/32",), **QUIET)
+    with BackgroundServer(served, cfg) as srv, receiver() as r:
+        api = Api(srv.server.http_port or 0)
+        new = {"url": r.url, "events": ["job.pushed"], "queue": "mail", "secret": "k"}
+        hid = api.ok("POST", "/webhooks", new)["webhookId"]
+        jid = api.ok("POST", "/queues/mail/jobs", {"name": "send", "data": {"to": "a"}})["id"]
+        req = r.wait_for(1)[0]
+        verify("k", req.headers, req.body)
+        assert json.loads(req.body)["jobId"] == jid
+        deadline = time.monotonic() + 5
+        while not (log := api.ok("GET", f"/webhooks/{hid}/deliveries")["deliveries"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert log[0]["outcome"] == "delivered" and log[0]["job_id"] == jid
+        assert api.ok("GET", "/webhooks/deliveries?limit=10")["deliveries"] == log
+        assert api.ok("GET", "/webhooks")["webhooks"][0]["successCount"] == 1

@@ -88,6 +88,15 @@ EXAMPLES: dict[tuple[str, str], tuple[str, Any]] = {
     ("GET", "/crons/{name}"): ("/crons/every", None),
     ("DELETE", "/crons/{name}"): ("/crons/every", None),
     ("GET", "/workers"): ("/workers", None),
+    ("GET", "/webhooks"): ("/webhooks", None),
+    ("POST", "/webhooks"): (
+        "/webhooks",
+        {"url": "http://10.0.0.1/hook", "events": ["job.dead"], "queue": "nohooks"},
+    ),
+    ("PUT", "/webhooks/{id}/enabled"): ("/webhooks/{hook}/enabled", {"enabled": False}),
+    ("GET", "/webhooks/deliveries"): ("/webhooks/deliveries?limit=5", None),
+    ("GET", "/webhooks/{id}/deliveries"): ("/webhooks/{hook}/deliveries", None),
+    ("DELETE", "/webhooks/{id}"): ("/webhooks/{hook}", None),
     ("GET", "/events"): ("/events", None),
     ("GET", "/events/queues/{queue}"): ("/events/queues/c", None),
     ("GET", "/"): ("/", None),
@@ -136,7 +145,9 @@ def test_every_route_answers_as_documented(api: Api, served: Any) -> None:
         raise RuntimeError("boom")
 
     tick("d", boom, served, max=10)
-    names = {"job": job, "dead": dead[0], "dead2": dead[1]}
+    hook = api.ok("POST", "/webhooks", {"url": "http://10.0.0.1/h", "events": ["job.dead"],
+                                        "queue": "nohooks"})["webhookId"]  # fmt: skip
+    names = {"job": job, "dead": dead[0], "dead2": dead[1], "hook": hook}
     for i in range(3):
         api.ok("POST", "/queues/w/jobs", {"name": "w"})
         pulled = api.ok("GET", "/queues/w/jobs")

@@ -8,11 +8,11 @@ from typing import Any
 
 from ...backends.base import Backend, QueueLimits
 from ...job import JobState
+from ...jobevents import DRAINED, PAUSED, RESUMED
 from ...stacks import split
 from ...validate import MAX_DURATION_MS
 from ...wire_shapes import job_to_wire
 from ..context import ServerContext, Session
-from ..events import DRAINED, PAUSED, RESUMED
 from ..fields import as_bool, as_int, as_str, opt_int
 from ..wire import queue_of, state_of
 from . import command

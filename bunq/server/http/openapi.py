@@ -11,9 +11,9 @@ from .router import ROUTES, Route
 from .schemas import ERROR
 
 _ERRORS = {
-    "400": "Bad input (code validation, config, protocol)",
+    "400": "Bad input (code validation, config, protocol, webhook_target_refused)",
     "401": "No valid token (code auth)",
-    "404": "No such job or route (code job_not_found, not_found)",
+    "404": "No such job, webhook or route (code job_not_found, webhook_not_found, not_found)",
     "409": "Another state, a duplicate or a lost lease (code job_state, duplicate_job, lease_lost)",
     "413": "Body too large (code payload_too_large)",
     "501": "Not supported by this backend (code unsupported)",

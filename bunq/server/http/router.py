@@ -44,6 +44,8 @@ STATUS = {
     "auth": 401,
     "job_not_found": 404,
     "not_found": 404,
+    "webhook_not_found": 404,
+    "webhook_target_refused": 400,
     "duplicate_job": 409,
     "group_full": 409,
     "lease_lost": 409,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-AREAS = ("ops", "queues", "jobs", "consume", "dlq", "cron", "workers", "events", "dashboard")
+AREAS = (
+    "ops", "queues", "jobs", "consume", "dlq", "cron", "workers", "webhooks", "events",
+    "dashboard",
+)  # fmt: skip
 
 
 def load() -> None:
