@@ -267,9 +267,12 @@ class SQLiteBackend(SqlBackend):
             conn.execute("PRAGMA foreign_keys=OFF")
             conn.execute("PRAGMA cache_size=-32000")
             conn.set_wal_hook(self._checkpointer.hint)  # replaces the inline autocheckpoint
-            self._local.conn = conn
-            with self._conns_lock:
+            with self._conns_lock:  # a close() racing this open must not miss the connection
+                if self._closed:
+                    conn.close(True)
+                    raise BackendUnavailable("the SQLite backend is closed")
                 self._conns.append(conn)
+            self._local.conn = conn
         return conn
 
     def _begin(self, durable: bool = True) -> Any:
@@ -319,8 +322,8 @@ class SQLiteBackend(SqlBackend):
 
     def close(self) -> None:
         self._events.close()  # writes the events still buffered
-        self._closed = True
         with self._conns_lock:
+            self._closed = True
             conns, self._conns = self._conns, []
         for conn in conns:
             try:
