@@ -5,10 +5,11 @@ from __future__ import annotations
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -73,3 +74,14 @@ def receiver(script: list[int] | None = None, tls: ssl.SSLContext | None = None
         r.server.shutdown()
         r.server.server_close()
         t.join()
+
+
+def until(cond: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """``cond()``'s first truthy value, polled every 10 ms; AssertionError after ``timeout`` s."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.01)
+    raise AssertionError("condition not met in time")

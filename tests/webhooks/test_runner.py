@@ -12,28 +12,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from webhooks.receiver import receiver
+from webhooks.receiver import receiver, until
 
 from bunq import Queue, Worker
 from bunq.errors import ConfigError
 from bunq.webhooks import TargetGuard, WebhookRunner, Webhooks, verify
 
 LOOPBACK = TargetGuard(allow=["127.0.0.1/32"])
-
-
-def _until(cond: Callable[[], Any], timeout: float = 10.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 def _handler(job: Any) -> Any:
@@ -85,7 +74,7 @@ def test_signed_completed_and_failed_from_a_worker(make_backend: Any, tmp_path: 
             finally:
                 if worker_be is not runner_be:
                     worker_be.close()
-            _until(lambda: runner.dispatcher.delivered == 3)
+            until(lambda: runner.dispatcher.delivered == 3)
             log = runner.dispatcher.deliveries(hook.id)
         if kind == "sqlite":
             runner_be.close()
@@ -107,7 +96,7 @@ def test_queues_follow_the_webhooks_and_each_event_is_delivered_once(make_backen
         assert run.queues == []
         other = Webhooks(be, LOOPBACK)  # another process's store object: seen on refresh
         hook = other.add(r.url, ["job.pushed"], queue="a", secret="k")
-        _until(lambda: run.queues == ["a"])
+        until(lambda: run.queues == ["a"])
         job = Queue("a", be).add("x")
         Queue("b", be).add("x")
         [req] = r.wait_for(1)
@@ -117,7 +106,7 @@ def test_queues_follow_the_webhooks_and_each_event_is_delivered_once(make_backen
         assert doc["event"] == "job.pushed" and doc["jobId"] == job.id
         verify("k", req.headers, req.body)
         other.add(r.url, ["job.pushed"], secret="k")  # every queue: b is read too
-        _until(lambda: run.queues == ["a", "b"])
+        until(lambda: run.queues == ["a", "b"])
         other.remove(hook.id)
         Queue("b", be).add("y")
         r.wait_for(2)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from webhooks.receiver import receiver
+from webhooks.receiver import receiver, until
 
 from bunq.errors import (
     ConfigError,
@@ -24,16 +23,6 @@ LOOPBACK = TargetGuard(allow=["127.0.0.1/32"])
 LOCAL = ["memory", "sqlite"]
 
 
-def _until(cond: Callable[[], Any], timeout: float = 10.0) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.01)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.mark.parametrize("kind", LOCAL)
 def test_a_delivery_is_signed_json_the_receiver_can_verify(make_backend: Any, kind: str) -> None:
     hooks = Webhooks(make_backend(kind), guard=LOOPBACK)
@@ -44,7 +33,7 @@ def test_a_delivery_is_signed_json_the_receiver_can_verify(make_backend: Any, ki
             assert d.dispatch("completed", "other", {"jobId": "43"}) == 0  # another queue
             assert d.dispatch("failed", "emails", {"jobId": "44"}) == 0  # another event
             [req] = r.wait_for(1)
-            _until(lambda: d.deliveries())
+            until(lambda: d.deliveries())
     assert verify(hook.secret, req.headers, req.body) > 0
     doc = json.loads(req.body)
     assert doc["event"] == "job.completed" and doc["queue"] == "emails"
@@ -63,7 +52,7 @@ def test_a_500_is_retried_with_backoff_under_the_same_delivery_id(make_backend: 
         with Dispatcher(hooks, backoff_ms=50) as d:
             d.dispatch("failed", "q", {"jobId": "7", "error": "boom", "terminal": False})
             reqs = r.wait_for(3)
-            _until(lambda: len(d.deliveries()) == 3)
+            until(lambda: len(d.deliveries()) == 3)
     assert [x.headers["X-Webhook-Attempt"] for x in reqs] == ["1", "2", "3"]
     assert len({x.headers["X-Webhook-Id"] for x in reqs}) == 1
     for x in reqs:  # each attempt is signed anew
@@ -81,9 +70,9 @@ def test_a_4xx_is_not_retried_and_attempts_are_bounded(make_backend: Any) -> Non
         hooks.add(r.url, ["job.pushed"])
         with Dispatcher(hooks, backoff_ms=10, attempts=2) as d:
             d.dispatch("pushed", "q", {"jobId": "a"})  # 404: failed at once
-            _until(lambda: d.failed == 1)
+            until(lambda: d.failed == 1)
             d.dispatch("pushed", "q", {"jobId": "b"})  # 500, 500: two attempts, failed
-            _until(lambda: d.failed == 2)
+            until(lambda: d.failed == 2)
             assert len(r.requests) == 3
     assert [x.outcome for x in d.deliveries()] == ["failed", "retrying", "failed"]
 
@@ -127,7 +116,7 @@ def test_delivery_rechecks_the_resolved_address(make_backend: Any) -> None:
         Webhooks(backend, guard=LOOPBACK).add(r.url, ["job.completed"])
         with Dispatcher(Webhooks(backend)) as d:  # the default guard
             assert d.dispatch("completed", "q", {"jobId": "1"}) == 1
-            _until(lambda: d.deliveries())
+            until(lambda: d.deliveries())
         assert r.requests == []
     [rec] = d.deliveries()
     assert rec.outcome == "refused" and "loopback" in (rec.error or "")
@@ -178,7 +167,7 @@ def test_a_dispatcher_sees_webhooks_added_by_another_process(make_backend: Any) 
     with Dispatcher(Webhooks(first), refresh_s=0.05) as d:
         assert not d.active and not d.wants("q")
         Webhooks(second).add("https://example.com/h", ["job.completed"], queue="q")
-        _until(lambda: d.wants("q"))
+        until(lambda: d.wants("q"))
         assert d.active and not d.wants("other")
     second.close()
 
@@ -216,7 +205,7 @@ def test_a_delivery_queued_before_its_webhook_was_disabled_is_not_sent(make_back
         hooks.enable(hook.id, False)
         assert d.dispatch("completed", "q", {"jobId": "2"}) == 0  # disabled at once
         with d:
-            _until(lambda: d.deliveries())
+            until(lambda: d.deliveries())
         assert r.requests == []
     [rec] = d.deliveries()
     assert (rec.outcome, rec.error) == ("failed", "webhook removed or disabled")
@@ -239,7 +228,7 @@ def test_https_delivery_checks_the_certificate(make_backend: Any) -> None:
             [req] = r.wait_for(1)
         with Dispatcher(hooks, attempts=1) as strict:  # the system CAs: refused
             strict.dispatch("completed", "q", {"jobId": "2"})
-            _until(lambda: strict.deliveries())
+            until(lambda: strict.deliveries())
     verify(hook.secret, req.headers, req.body)
     [rec] = strict.deliveries()
     assert rec.outcome == "failed" and "CERTIFICATE_VERIFY_FAILED" in (rec.error or "")
