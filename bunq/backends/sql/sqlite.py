@@ -243,10 +243,10 @@ class SQLiteBackend(SqlBackend):
 
     # -- connections -------------------------------------------------------------------
     def _conn(self) -> apsw.Connection:
+        if self._closed:  # also for a thread whose connection close() could not close (in use)
+            raise BackendUnavailable("the SQLite backend is closed")
         conn: apsw.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            if self._closed:
-                raise BackendUnavailable("the SQLite backend is closed")
             try:
                 conn = apsw.Connection(self.path)
             except apsw.Error as exc:
