@@ -25,8 +25,10 @@ from .job import (
     Lease,
     NewJob,
     Settle,
+    attach,
     new_job_id,
 )
+from .job import _set_handle  # attach() without the call: one slot store per job
 from .jobevents import EventKind, JobEvent, added_events
 from .jobrules import FlowFailure
 from .metrics import JobMetrics
@@ -146,7 +148,8 @@ class Queue:
         if opts.get("repeat") is not None:
             require(self.backend, Capability.CRON)
             rest = {k: v for k, v in opts.items() if k != "repeat"}
-            return add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
+            return attach(add_repeatable(self.backend, self.name, name, data, rest,
+                                         opts["repeat"]), self)
         if tracing.tracer() is None:  # the common case: no span, no context manager
             job = self._add_one(name, data, opts)
         else:
@@ -158,7 +161,7 @@ class Queue:
                     span.set_attribute("messaging.message.id", job.id)
         if self.metrics is not None:
             self.metrics.added(self.name, 1)
-        return job
+        return attach(job, self)
 
     def _add_one(self, name: str, data: Any, opts: dict[str, Any]) -> Job:
         job = new_job(self.name, name, data, opts)
@@ -188,6 +191,8 @@ class Queue:
                 span.set_attribute("messaging.message.id", out[0].id)
         if self.metrics is not None:
             self.metrics.added(self.name, len(out))
+        for job in out:
+            _set_handle(job, self)
         return out
 
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
@@ -223,7 +228,8 @@ class Queue:
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:
-        return self.backend.get_job(job_id)
+        job = self.backend.get_job(job_id)
+        return None if job is None else attach(job, self)
 
     def get_state(self, job_id: JobId) -> JobState:
         """Return the job's state; PAUSED for a waiting job of a paused queue."""
@@ -235,7 +241,10 @@ class Queue:
         return job.state
 
     def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
-        return self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
+        jobs = self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
+        for job in jobs:
+            _set_handle(job, self)
+        return jobs
 
     def get_jobs_page(self, state: JobState | str, limit: int = 100,
                       after: str | None = None) -> JobPage:  # fmt: skip
@@ -249,7 +258,10 @@ class Queue:
 
         :raises ValidationError: ``after`` is not a cursor of this state and backend.
         """
-        return self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
+        page = self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
+        for job in page.jobs:
+            _set_handle(job, self)
+        return page
 
     def counts(self) -> dict[str, int]:
         """Return job counts keyed by JobState values (every state present)."""
@@ -438,7 +450,7 @@ class Queue:
     def get_job_by_custom_id(self, custom_id: str) -> Job | None:
         """Return the job added with ``job_id=custom_id`` (custom ids are job ids)."""
         job = self.backend.get_job(custom_id)
-        return job if job is not None and job.queue == self.name else None
+        return attach(job, self) if job is not None and job.queue == self.name else None
 
     def move_to_delayed(self, lease: Lease, delay: int) -> Settle:
         """Give a leased job back, due ``delay`` ms from now, without spending its attempt."""
