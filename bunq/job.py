@@ -444,6 +444,13 @@ def attach(job: Job, queue: Any) -> Job:
     return job
 
 
+def attach_all(jobs: list[Job], queue: Any) -> list[Job]:
+    """:func:`attach` each of ``jobs`` (one slot store per job); return ``jobs``."""
+    for job in jobs:
+        _set_handle(job, queue)
+    return jobs
+
+
 @dataclass(frozen=True, slots=True)
 class Job(_Handle):
     """A snapshot of a job as its backend knows it.

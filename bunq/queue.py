@@ -26,9 +26,9 @@ from .job import (
     NewJob,
     Settle,
     attach,
+    attach_all,
     new_job_id,
 )
-from .job import _set_handle  # attach() without the call: one slot store per job
 from .jobevents import EventKind, JobEvent, added_events
 from .jobrules import FlowFailure
 from .metrics import JobMetrics
@@ -148,8 +148,8 @@ class Queue:
         if opts.get("repeat") is not None:
             require(self.backend, Capability.CRON)
             rest = {k: v for k, v in opts.items() if k != "repeat"}
-            return attach(add_repeatable(self.backend, self.name, name, data, rest,
-                                         opts["repeat"]), self)
+            first = add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
+            return attach(first, self)
         if tracing.tracer() is None:  # the common case: no span, no context manager
             job = self._add_one(name, data, opts)
         else:
@@ -191,9 +191,7 @@ class Queue:
                 span.set_attribute("messaging.message.id", out[0].id)
         if self.metrics is not None:
             self.metrics.added(self.name, len(out))
-        for job in out:
-            _set_handle(job, self)
-        return out
+        return attach_all(out, self)
 
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
@@ -241,10 +239,8 @@ class Queue:
         return job.state
 
     def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
-        jobs = self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
-        for job in jobs:
-            _set_handle(job, self)
-        return jobs
+        return attach_all(self.backend.get_jobs(self.name, JobState.parse(state), offset, limit),
+                          self)  # fmt: skip
 
     def get_jobs_page(self, state: JobState | str, limit: int = 100,
                       after: str | None = None) -> JobPage:  # fmt: skip
@@ -259,8 +255,7 @@ class Queue:
         :raises ValidationError: ``after`` is not a cursor of this state and backend.
         """
         page = self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
-        for job in page.jobs:
-            _set_handle(job, self)
+        attach_all(page.jobs, self)
         return page
 
     def counts(self) -> dict[str, int]:
