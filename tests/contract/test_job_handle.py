@@ -109,3 +109,28 @@ def test_the_back_reference_is_not_part_of_the_value(backend: Any) -> None:
     assert getattr(pickle.loads(pickle.dumps(attached)), "_queue", None) is None
     with pytest.raises(DetachedJob):
         detached.promote()
+
+
+@requires(C.GET_JOB)
+def test_the_job_a_tick_hands_its_handler_is_attached(backend: Any) -> None:
+    q = queue(backend)
+    job = q.add("job", 1)
+    assert job.get_state() is JobState.WAITING  # (SQS refuses get_job here)
+    seen: list[Any] = []
+    tick("q", lambda j: seen.append(j.get_state()), backend, housekeeping=False)
+    assert seen == [JobState.ACTIVE]
+    assert job.refresh().state is JobState.COMPLETED
+
+
+@requires(C.GET_JOB)
+def test_the_job_a_worker_hands_its_handler_is_attached(backend: Any) -> None:
+    from bunq.worker import Worker
+
+    q = queue(backend)
+    job = q.add("job", 2)
+    worker = Worker("q", lambda j: [j.get_state().value, j.data], backend, idle_wait_ms=10)
+    worker.start()
+    try:
+        assert list(job.wait(10)) == ["active", 2]
+    finally:
+        worker.close()
