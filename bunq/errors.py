@@ -91,6 +91,13 @@ class JobNotFound(BunqError, LookupError):
     code = "job_not_found"
 
 
+class DetachedJob(BunqError):
+    """A method of a Job that was not read through a Queue (a backend's or a lease's
+    own Job carries no Queue); ``data["method"]`` names the Queue method to call."""
+
+    code = "detached_job"
+
+
 class DuplicateJob(BunqError):
     """A live job already holds that job id or unique key (strategy reject)."""
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from . import validate as v
-from .errors import UnsupportedError, ValidationError
+from .errors import DetachedJob, JobNotFound, UnsupportedError, ValidationError
 from .stacks import DEFAULT_STACK_LIMIT, MAX_STACK_LIMIT
 
 JobId = str
@@ -422,9 +422,43 @@ def refuse_group_max_size(jobs: Sequence[NewJob], backend: str) -> None:
             raise UnsupportedError(backend, "group_max_size")
 
 
+class _Handle:
+    """The Queue a Job was read through: a slot outside the dataclass's fields, so it
+    is not part of the job's value (eq, hash, repr, pickling, ``dataclasses.replace``
+    and the fast constructors never see it). Unset means detached."""
+
+    __slots__ = ("_queue",)
+
+
+def _queue_of(job: Any, method: str) -> Any:
+    queue = getattr(job, "_queue", None)
+    if queue is None:
+        raise DetachedJob(f"this Job was not read through a Queue; use Queue.{method}(job.id)",
+                          method=method, job_id=job.id)  # fmt: skip
+    return queue
+
+
+def attach(job: Job, queue: Any) -> Job:
+    """Give ``job`` its Queue back-reference (what ``Queue``'s reads call)."""
+    _set_handle(job, queue)
+    return job
+
+
+def attach_all(jobs: list[Job], queue: Any) -> list[Job]:
+    """:func:`attach` each of ``jobs`` (one slot store per job); return ``jobs``."""
+    for job in jobs:
+        _set_handle(job, queue)
+    return jobs
+
+
 @dataclass(frozen=True, slots=True)
-class Job:
-    """A snapshot of a job as its backend knows it."""
+class Job(_Handle):
+    """A snapshot of a job as its backend knows it.
+
+    A Job returned by a Queue also carries that Queue, so the per-job operations can be
+    called on it (``job.promote()`` is ``queue.promote(job.id)``; docs/jobs.md). They
+    never change this snapshot: :meth:`refresh` reads a new one.
+    """
 
     id: JobId
     queue: str
@@ -452,6 +486,58 @@ class Job:
     def max_attempts(self) -> int:
         return self.opts.attempts
 
+    # -- methods delegating to the Queue the job was read through (DetachedJob without)
+    def refresh(self) -> Job:
+        """Read the job again; :raises JobNotFound: it is gone."""
+        job: Job | None = _queue_of(self, "get_job").get_job(self.id)
+        if job is None:
+            raise JobNotFound(f"no job {self.id!r}", job_id=self.id)
+        return job
+
+    def get_state(self) -> JobState:
+        return _queue_of(self, "get_state").get_state(self.id)  # type: ignore[no-any-return]
+
+    def wait(self, timeout: float | None = 30.0) -> Any:
+        """Wait until the job finishes and return its result (``Queue.wait``)."""
+        return _queue_of(self, "wait").wait(self.id, timeout)
+
+    def remove(self) -> bool:
+        return bool(_queue_of(self, "remove").remove(self.id))
+
+    def retry(self) -> None:
+        _queue_of(self, "retry").retry(self.id)
+
+    def promote(self) -> None:
+        _queue_of(self, "promote").promote(self.id)
+
+    def change_priority(self, priority: int) -> None:
+        _queue_of(self, "change_priority").change_priority(self.id, priority)
+
+    def change_delay(self, delay: int) -> None:
+        _queue_of(self, "change_delay").change_delay(self.id, delay)
+
+    def update(self, data: Any) -> None:
+        """Replace the job's data (this snapshot keeps the old; see :meth:`refresh`)."""
+        _queue_of(self, "update").update(self.id, data)
+
+    def discard(self) -> None:
+        _queue_of(self, "discard").discard(self.id)
+
+    def cancel(self) -> None:
+        _queue_of(self, "cancel").cancel(self.id)
+
+    def update_progress(self, progress: int) -> None:
+        _queue_of(self, "update_progress").update_progress(self.id, progress)
+
+    def log(self, line: str) -> None:
+        _queue_of(self, "add_log").add_log(self.id, line)
+
+    def get_logs(self) -> list[str]:
+        return _queue_of(self, "get_logs").get_logs(self.id)  # type: ignore[no-any-return]
+
+    def clear_logs(self, keep: int = 0) -> None:
+        _queue_of(self, "clear_logs").clear_logs(self.id, keep)
+
 
 # A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; the
 # slots' own descriptors set them in under half the time (the engine does the same in
@@ -460,6 +546,7 @@ class Job:
  _set_created_at, _set_run_at, _set_started_at, _set_finished_at, _set_progress, _set_result,
  _set_error, _set_reason, _set_history, _set_stalls) = (
     getattr(Job, f.name).__set__ for f in fields(Job))  # fmt: skip
+_set_handle = _Handle._queue.__set__  # type: ignore[attr-defined]
 
 
 def admitted_job(id: JobId, queue: str, name: str, data: Any, state: JobState,

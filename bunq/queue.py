@@ -25,6 +25,8 @@ from .job import (
     Lease,
     NewJob,
     Settle,
+    attach,
+    attach_all,
     new_job_id,
 )
 from .jobevents import EventKind, JobEvent, added_events
@@ -146,7 +148,8 @@ class Queue:
         if opts.get("repeat") is not None:
             require(self.backend, Capability.CRON)
             rest = {k: v for k, v in opts.items() if k != "repeat"}
-            return add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
+            first = add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
+            return attach(first, self)
         if tracing.tracer() is None:  # the common case: no span, no context manager
             job = self._add_one(name, data, opts)
         else:
@@ -158,7 +161,7 @@ class Queue:
                     span.set_attribute("messaging.message.id", job.id)
         if self.metrics is not None:
             self.metrics.added(self.name, 1)
-        return job
+        return attach(job, self)
 
     def _add_one(self, name: str, data: Any, opts: dict[str, Any]) -> Job:
         job = new_job(self.name, name, data, opts)
@@ -188,7 +191,7 @@ class Queue:
                 span.set_attribute("messaging.message.id", out[0].id)
         if self.metrics is not None:
             self.metrics.added(self.name, len(out))
-        return out
+        return attach_all(out, self)
 
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
@@ -223,7 +226,8 @@ class Queue:
 
     # -- reading -----------------------------------------------------------------------
     def get_job(self, job_id: JobId) -> Job | None:
-        return self.backend.get_job(job_id)
+        job = self.backend.get_job(job_id)
+        return None if job is None else attach(job, self)
 
     def get_state(self, job_id: JobId) -> JobState:
         """Return the job's state; PAUSED for a waiting job of a paused queue."""
@@ -235,7 +239,8 @@ class Queue:
         return job.state
 
     def get_jobs(self, state: JobState | str, offset: int = 0, limit: int = 100) -> list[Job]:
-        return self.backend.get_jobs(self.name, JobState.parse(state), offset, limit)
+        return attach_all(self.backend.get_jobs(self.name, JobState.parse(state), offset, limit),
+                          self)  # fmt: skip
 
     def get_jobs_page(self, state: JobState | str, limit: int = 100,
                       after: str | None = None) -> JobPage:  # fmt: skip
@@ -249,7 +254,9 @@ class Queue:
 
         :raises ValidationError: ``after`` is not a cursor of this state and backend.
         """
-        return self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
+        page = self.backend.get_jobs_page(self.name, JobState.parse(state), limit, after)
+        attach_all(page.jobs, self)
+        return page
 
     def counts(self) -> dict[str, int]:
         """Return job counts keyed by JobState values (every state present)."""
@@ -438,7 +445,7 @@ class Queue:
     def get_job_by_custom_id(self, custom_id: str) -> Job | None:
         """Return the job added with ``job_id=custom_id`` (custom ids are job ids)."""
         job = self.backend.get_job(custom_id)
-        return job if job is not None and job.queue == self.name else None
+        return attach(job, self) if job is not None and job.queue == self.name else None
 
     def move_to_delayed(self, lease: Lease, delay: int) -> Settle:
         """Give a leased job back, due ``delay`` ms from now, without spending its attempt."""

@@ -27,10 +27,11 @@ from .errors import BackendError, BunqError, ConfigError
 from .execution import Executor, Handler, JobContext, Outcome, give_back, settle_batch
 from .execution.keepalive import Keepalive
 from .execution.observe import Observer
-from .job import Job, JobState, Lease, Settle
+from .job import Job, JobState, Lease, Settle, attach_all
 from .jobevents import EventKind, active_events
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
+from .queue import Queue
 
 log = logging.getLogger("bunq.tick")
 T = TypeVar("T")
@@ -89,6 +90,7 @@ class _Tick:
                  stop: Callable[[], bool] | None,
                  observer: Observer | None = None) -> None:  # fmt: skip
         self.queue, self.handler, self.backend = queue, handler, backend
+        self.handle = Queue(queue, backend, metrics=False)  # what leased jobs carry
         self.observer = observer
         self.max, self.lease_ms, self.c = max_jobs, lease_ms, concurrency
         self.deadline, self.clock, self.stop_fn = deadline_at, clock, stop
@@ -183,6 +185,7 @@ class _Tick:
         n = min(self._chunk(self.clock()), remaining)
         leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
         self.n["leased"] += len(leases)
+        attach_all([lease.job for lease in leases], self.handle)
         if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
             publish(self.backend, active_events(leases, self.backend.clock()))
         self.dry = len(leases) < n

@@ -37,10 +37,11 @@ from .execution import (
     settle_batch,
     settle_failure,
 )
-from .job import Lease, Settle
+from .job import Lease, Settle, attach
 from .jobevents import EventKind, active_events
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
+from .queue import Queue
 from .validate import MAX_DURATION_MS, duration, integer, text
 
 log = logging.getLogger("bunq.worker")
@@ -94,6 +95,7 @@ class Worker:
         self.queue = check_queue_name(queue)
         self.handler = handler
         self.backend, self._owned = resolve(backend)
+        self._handle = Queue(self.queue, self.backend, metrics=False)  # what leased jobs carry
         self.concurrency = concurrency
         self.lease_ms = lease_ms
         self.batch = batch or max(concurrency, 50)
@@ -185,6 +187,7 @@ class Worker:
             return []
         with self._held.lock:
             for lease in leases:
+                attach(lease.job, self._handle)  # job.log(), job.get_state()... in the handler
                 self._held.leases[lease.id] = lease
                 self._held.contexts[lease.id] = JobContext(lease.job, self.backend, lease,
                                                            self.lease_ms)  # fmt: skip
