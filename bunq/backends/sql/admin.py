@@ -16,7 +16,9 @@ from ...job import Attempt, DlqEntry, FailureReason, Job, JobId, JobState, check
 from ...queueconfig import DlqConfig, QueueLimits
 from ...validate import MAX_LIMIT, duration, integer, kv_key, page, storable
 from ..base import check_queue_name as _qn
+from ..eventlog import LISTEN_NS
 from .core import SqlCore, Tx, unit_of_work
+from .events import SqlEventLog
 from .groups import CURSOR_NS
 from .rows import COL, job_from_row
 
@@ -26,6 +28,8 @@ MAX_PAGE = 10_000  # jobs or DLQ entries returned by one listing call
 
 class SqlAdmin(SqlCore):
     """Part of SqlBackend: reads, queue control, per-job data, the DLQ, kv records."""
+
+    _events: SqlEventLog
 
     # -- queries -----------------------------------------------------------------------
     @unit_of_work(idempotent=True)
@@ -281,6 +285,8 @@ class SqlAdmin(SqlCore):
                create: bool = False) -> bool:  # fmt: skip
         kv_key(ns, key)
         with self._begin() as tx:
+            if ns == LISTEN_NS:  # in the transaction: see SqlEventLog._until
+                self._events.registrations_changed()
             if create:
                 return bool(tx.q("kv_create", ns=ns, key=key, value=value))
             if expected is None:
@@ -290,6 +296,8 @@ class SqlAdmin(SqlCore):
     @unit_of_work(idempotent=True)
     def kv_delete(self, ns: str, key: str) -> bool:
         with self._begin() as tx:
+            if ns == LISTEN_NS:
+                self._events.registrations_changed()
             return bool(tx.q("kv_delete", ns=ns, key=key))
 
     @unit_of_work(idempotent=True)

@@ -42,6 +42,7 @@ from ..eventlog import (
 )
 from ..eventwriter import EventWriter, ListenCache
 from .doorbell import Doorbell
+from .sharedcount import SharedCounter
 
 # What SQLite records in the transaction of the change itself (the drivers publish the rest)
 TX_EVENTS = frozenset({EventKind.ADDED, EventKind.WAITING, EventKind.DELAYED, EventKind.ACTIVE,
@@ -50,6 +51,7 @@ TX_EVENTS = frozenset({EventKind.ADDED, EventKind.WAITING, EventKind.DELAYED, Ev
 TRIM_EVERY = 200  # publishes between trims of the ring
 SETTLE_S = 2.0  # PostgreSQL: how long a reader keeps re-reading ids it has seen
 RECENT_MAX = 4 * READ_BATCH  # PostgreSQL: most ids a reader re-reads
+HEARD_MAX = 10_000  # SQLite: queues whose registration a writer remembers
 
 
 class SqlEventLog:
@@ -61,6 +63,11 @@ class SqlEventLog:
         self.channel, self.listener = channel, listener
         self._bell = bell  # SQLite: the file's doorbell (rung for jobs and events alike)
         self.bell_path = "" if bell is None else bell.dir[: -len(".bell")]
+        # SQLite: the generation of the readers' registrations, shared by every process
+        # (bumped in the transaction of a registration), and what this process last read
+        # per queue: (generation, registered until), trusted while neither moved on.
+        self._gen = None if bell is None else SharedCounter(bell.dir + ".listeners")
+        self._heard: dict[str, tuple[int, int]] = {}
         self._ready = False
         self._lock = threading.Lock()
         self._publishes = 0
@@ -106,7 +113,7 @@ class SqlEventLog:
         """Insert the events ``build()`` makes, in ``tx`` (the transaction of the change
         they describe), for the ``queues`` someone reads (else nothing is built)."""
         now = self.b.clock()
-        heard = {q for q in queues if is_listened(_one(tx.q("kv_get", ns=LISTEN_NS, key=q)), now)}
+        heard = {q for q in queues if self._until(tx, q, now)}
         if not heard:  # nobody reads these queues: nothing to write
             return
         events = [e for e in build() if e.queue in heard]
@@ -118,6 +125,28 @@ class SqlEventLog:
         if self._publishes % TRIM_EVERY == 0:
             tx.sql(f"DELETE FROM {self.t} WHERE id <= (SELECT MAX(id) FROM {self.t})"
                    f" - {int(EVENT_RING)}", {})  # fmt: skip
+
+    def _until(self, tx: Any, queue: str, now: int) -> int:
+        """Until when ``queue``'s registration runs (0: nobody reads it), as ``tx`` sees it.
+
+        ``tx`` holds the write lock and registrations bump the shared generation in
+        theirs, so an unchanged generation means no registration committed since the
+        last read, and a registration read then that has not lapsed still holds."""
+        gen = -1 if self._gen is None else self._gen.read()
+        seen = self._heard.get(queue)
+        if seen is not None and seen[0] == gen >= 0 and (not seen[1] or seen[1] > now):
+            return seen[1]
+        value = _one(tx.q("kv_get", ns=LISTEN_NS, key=queue))
+        until = int(value) if is_listened(value, now) else 0  # type: ignore[arg-type]
+        if len(self._heard) >= HEARD_MAX:
+            self._heard.clear()
+        self._heard[queue] = (gen, until)
+        return until
+
+    def registrations_changed(self) -> None:
+        """Called in the transaction of a change to the readers' registrations."""
+        if self._gen is not None:
+            self._gen.bump()
 
     @staticmethod
     def _rows(events: Sequence[JobEvent]) -> list[tuple[str, int, bytes]]:
@@ -189,6 +218,8 @@ class SqlEventLog:
 
     def close(self) -> None:
         self._writer.close()
+        if self._gen is not None:
+            self._gen.close()
 
 
 class SqlEventReader:
