@@ -126,6 +126,7 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
         self._conns: weakref.WeakSet[Any] = weakref.WeakSet()  # per-thread connections
         self._events = RedisEventLog(self, self._r, self.keys)  # job events: a stream per queue
         self.publish_events = self._events.publish_events
+        self.has_readers = self._events.has_readers
         self.event_reader = self._events.event_reader
         with translated("connect"):
             self._r.ping()

@@ -36,6 +36,7 @@ class RedisEventLog:
         self._listened = ListenCache(backend)
         self._writer = EventWriter(self._write, "bunq-redis-events", self._listened)
         self.publish_events = self._writer.publish_events
+        self.has_readers = self._listened  # drivers build no events nobody reads
         self.flush_events = self._writer.flush
 
     def close(self) -> None:

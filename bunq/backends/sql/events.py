@@ -76,6 +76,7 @@ class SqlEventLog:
         self._listened = ListenCache(backend)
         self._writer = EventWriter(self._write, "bunq-sql-events", self._listened)
         self.publish_events = self._writer.publish_events
+        self.has_readers = self._listened  # drivers build no events nobody reads
         self.flush_events = self._writer.flush
 
     # -- schema --------------------------------------------------------------------------

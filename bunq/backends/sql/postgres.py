@@ -110,6 +110,7 @@ class PostgresBackend(SqlBackend):
                                    f"{prefix}events_queue_id", postgres=True,
                                    channel=f"bunq_ev_{ns}", listener=ev_listener)  # fmt: skip
         self.publish_events = self._events.publish_events
+        self.has_readers = self._events.has_readers
         self.event_reader = self._events.event_reader
         self._insert_sqls: dict[int, str] = {}
         self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))

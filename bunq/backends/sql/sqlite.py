@@ -216,6 +216,7 @@ class SQLiteBackend(SqlBackend):
         self._events = SqlEventLog(self, "events", "events_queue_id", postgres=False,
                                    bell=self._bell)  # fmt: skip
         self.publish_events = self._events.publish_events
+        self.has_readers = self._events.has_readers
         self.event_reader = self._events.event_reader
         self._checkpointer = _Checkpointer(self.path)
         self._closed = False

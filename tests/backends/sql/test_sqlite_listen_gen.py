@@ -16,8 +16,8 @@ from pathlib import Path
 
 from bunq import connect
 from bunq.backends.eventlog import LISTEN_NS
-from bunq.jobevents import EventKind
 from bunq.job import DEFAULT_OPTIONS, NewJob
+from bunq.jobevents import EventKind
 
 
 def add(backend: object, queue: str, jid: str) -> None:
