@@ -16,11 +16,35 @@ caller's error never becomes another's.
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 W = TypeVar("W")
+BULK = 64  # calls with this many jobs pause the cyclic GC (see paused_gc)
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one bulk call.
+
+    A bulk add, lease or complete allocates a few thousand short-lived
+    objects; letting the collector scan them (and every object the process
+    keeps: the engine's records, a backend's caches) every 700 allocations costs
+    ~25 % of an ``add_bulk``. Bulk calls create no reference cycles, so deferring
+    collection loses nothing; the collector is re-enabled only if it was enabled
+    when the call began.
+    """
+    was = gc.isenabled()
+    if was:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Slot(Generic[W]):

@@ -10,13 +10,12 @@ lets go of both. Nothing ever waits on a shard lock while holding xlock.
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .._core import BoundedSet, LRUCache, shard_for
+from ..batching import paused_gc as paused_gc  # bulk calls of the engine pause the GC
 from ..errors import DependencyError
 from ..job import now_ms
 from ..validate import queue_name as check_queue_name
@@ -51,26 +50,6 @@ class Store(Protocol):
     def wlock(self) -> threading.Lock:
         """Serialises capture + commit; taken before any shard lock."""
         ...
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector for one bulk call.
-
-    A bulk add, lease or complete allocates a few thousand short-lived
-    objects; letting the collector scan them (and the engine's records) every
-    700 allocations costs ~25 % of ``add_bulk``. The engine creates no
-    reference cycles, so deferring collection loses nothing; the collector is
-    re-enabled only if it was enabled when the call began.
-    """
-    was = gc.isenabled()
-    if was:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class Core:

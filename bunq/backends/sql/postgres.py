@@ -26,6 +26,7 @@ from psycopg import errors as pge
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from ...batching import BULK, paused_gc
 from ...errors import BackendUnavailable, ConfigError, DuplicateJob
 from ...job import Job, Lease, NewJob, check_new_jobs
 from ..base import QUEUE_NAME
@@ -283,9 +284,10 @@ class PostgresBackend(SqlBackend):
         check_new_jobs(jobs)  # bunq.validate's bounds fit PostgreSQL's columns (no NUL, int4)
         if not jobs or not all(is_plain(j) for j in jobs):
             return SqlBackend.add(self, jobs)
-        prepared = [self._prepare(j) for j in jobs]
-        return self._run_unit(lambda: self._plain.run(lambda tx: self._admit(tx, prepared)),
-                              idempotent=True)  # fmt: skip
+        with paused_gc() if len(jobs) >= BULK else contextlib.nullcontext():
+            prepared = [self._prepare(j) for j in jobs]
+            return self._run_unit(lambda: self._plain.run(lambda tx: self._admit(tx, prepared)),
+                                  idempotent=True)  # fmt: skip
 
     def _complete_rows(self, tx: Any, chunk: Sequence[tuple[Lease, bytes]],
                        now: int) -> list[tuple[Any, ...]]:  # fmt: skip

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
+from ...batching import BULK, paused_gc
 from ...codec import options_blob, pack, setting_from_blob
 from ...errors import DependencyError, DuplicateJob, group_full
 from ...job import (
@@ -101,8 +103,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
         if not jobs:
             return []
         check_new_jobs(jobs)
-        prepared = [self._prepare(j) for j in jobs]
-        out: list[Job] = self._writes.run(lambda tx: self._admit_logged(tx, prepared))
+        with paused_gc() if len(jobs) >= BULK else nullcontext():
+            prepared = [self._prepare(j) for j in jobs]
+            out: list[Job] = self._writes.run(lambda tx: self._admit_logged(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
         return out

@@ -1,0 +1,142 @@
+"""Instructions per SQLite add: bunq, a raw apsw insert into bunq's schema, litequeue.
+
+    python bench/sqlite_floor.py              # needs valgrind and the peers' venv (peers.py --setup)
+    python bench/sqlite_floor.py --case bunq_w1 --n 500   # one case, run directly (no valgrind)
+
+Wall-clock rates on a shared 2-core machine move by 2x between rounds; instruction counts
+(``valgrind --tool=callgrind``) do not. Each case runs twice under callgrind, with
+``--lo`` and ``--hi`` operations, and the figure is the difference divided by the
+difference of operations, so start-up and imports cancel out. The count covers user
+space (Python, apsw, SQLite, msgpack); the kernel's share (WAL writes, file locks) is
+not in it. Cases:
+
+- ``bunq_w1`` / ``bunq_w2``: ``Queue.add`` one by one / ``Queue.add_bulk`` of 1,000 on
+  ``sqlite:///`` (WAL, synchronous=NORMAL);
+- ``raw_w1`` / ``raw_w2``: apsw inserts of the same row into bunq's own schema (its table,
+  indexes and counter triggers), one per transaction / 1,000 per transaction;
+- ``raw_w1_no_counters``: the same without the counter trigger (what counts cost);
+- ``litequeue_w1`` / ``litequeue_w2``: ``LiteQueue.put`` one by one / 1,000 per
+  explicit transaction (as ``bench/peers_side.py`` runs them), in the peers' venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PEERS_PY = Path.home() / ".cache/bunq-bench-peers/bin/python"
+PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v2",
+           "pad": "x" * 40}  # fmt: skip  (bench/workloads.py's)
+CASES = ("bunq_w1", "raw_w1", "raw_w1_no_counters", "litequeue_w1", "bunq_w2", "raw_w2",
+         "litequeue_w2")  # fmt: skip
+
+
+def run_case(case: str, n: int) -> None:
+    """Do ``n`` operations of ``case`` in a fresh file (this process: under callgrind)."""
+    d = tempfile.mkdtemp(prefix="bunq-floor-")
+    if case.startswith("litequeue"):
+        from litequeue import LiteQueue
+
+        q = LiteQueue(f"{d}/lq.db")
+        blob = json.dumps(PAYLOAD)
+        if case == "litequeue_w1":
+            for _ in range(n):
+                q.put(blob)
+        else:
+            for _ in range(n // 1000):
+                q.conn.execute("BEGIN IMMEDIATE")
+                for _ in range(1000):
+                    q.put(blob)
+                q.conn.execute("COMMIT")
+        return
+    sys.path.insert(0, str(ROOT))
+    from bunq import Queue, connect
+
+    if case.startswith("bunq"):
+        queue = Queue("floor", connect(f"sqlite:///{d}/bunq.db"))
+        if case == "bunq_w1":
+            for _ in range(n):
+                queue.add("job", PAYLOAD)
+        else:
+            batch = [("job", PAYLOAD)] * 1000
+            for _ in range(n // 1000):
+                queue.add_bulk(batch)
+        return
+    from bunq.codec import options_blob, pack
+    from bunq.job import DEFAULT_OPTIONS, new_job_id
+
+    backend: Any = connect(f"sqlite:///{d}/raw.db")
+    conn = backend._conn()
+    if case == "raw_w1_no_counters":
+        conn.execute("DROP TRIGGER jobs_counted_ins")
+    cur, sql = conn.cursor(), backend._sql["insert_job"]
+    data, opts = pack(PAYLOAD, "data", 1 << 20), options_blob(DEFAULT_OPTIONS)
+
+    def row(i: int) -> dict[str, Any]:
+        now = int(time.time() * 1000)
+        return {"id": new_job_id(), "queue": "raw", "name": "job", "data": data,
+                "state": "waiting", "priority": 0, "seq": i, "ord_at": now, "run_at": now,
+                "created_at": now, "max_attempts": 1, "expire_at": None, "grp": None,
+                "parent_id": None, "pending_deps": 0, "opts": opts, "remove_on_complete": 0,
+                "remove_on_fail": 0}  # fmt: skip
+
+    if case == "raw_w2":
+        for b in range(n // 1000):
+            cur.execute("BEGIN IMMEDIATE")
+            cur.executemany(sql, [row(b * 1000 + i) for i in range(1000)])
+            cur.execute("COMMIT")
+    else:
+        for i in range(n):
+            cur.execute("BEGIN IMMEDIATE")
+            cur.execute(sql, row(i))
+            cur.execute("COMMIT")
+
+
+def instructions(case: str, n: int) -> int:
+    py = str(PEERS_PY) if case.startswith("litequeue") else sys.executable
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", py, __file__,
+         "--case", case, "--n", str(n)],
+        capture_output=True, text=True, check=True)  # fmt: skip
+    m = re.search(r"refs:\s*([\d,]+)", out.stderr)
+    assert m, out.stderr[-2000:]
+    return int(m.group(1).replace(",", ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--case", choices=CASES)
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--only", default=",".join(CASES))
+    args = ap.parse_args()
+    if args.case:
+        run_case(args.case, args.n)
+        os._exit(0)  # no close: its checkpoint would blur the difference
+    out: dict[str, Any] = {}
+    for case in args.only.split(","):
+        lo, hi = (300, 1300) if case.endswith(("w1", "counters")) else (2000, 7000)
+        per = (instructions(case, hi) - instructions(case, lo)) / (hi - lo)
+        out[case] = round(per)
+        print(f"{case}: {per:,.0f} instructions per job", file=sys.stderr, flush=True)
+    lq1, lq2 = out.get("litequeue_w1"), out.get("litequeue_w2")
+    ratios = {}
+    for case, lq in (("bunq_w1", lq1), ("raw_w1", lq1), ("raw_w1_no_counters", lq1),
+                     ("bunq_w2", lq2), ("raw_w2", lq2)):  # fmt: skip
+        if lq and case in out:
+            ratios[f"{case} vs litequeue (litequeue's instructions / these)"] = round(
+                lq / out[case], 2)
+    print(json.dumps({"instructions_per_job": out, "ratios": ratios}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
