@@ -56,7 +56,8 @@ SLOW = 2_000  # jobs for the peers that drain at a few hundred per second (a rat
 # runs ``peers.py --one`` in this Python; "side" runs peers_side.py in the peers' venv.
 SIZES = {"sqlite": (20_000, 50_000, 10_000), "pg": (2_000, 50_000, 5_000),
          "redis": (10_000, 50_000, 10_000), "memory": (100_000, 100_000, 100_000),
-         "tcp": (100_000, 20_000)}  # fmt: skip
+         "tcp": (100_000, 20_000, 20_000)}  # fmt: skip
+PY_IN_FLIGHT = 100  # bunqueue's Python client: threads sharing its pipelined connection
 
 
 def rows(only: set[str]) -> list[dict[str, Any]]:
@@ -64,7 +65,7 @@ def rows(only: set[str]) -> list[dict[str, Any]]:
     p1, p2, p3 = SIZES["pg"]
     r1, r2, r3 = SIZES["redis"]
     m1, m2, m3 = SIZES["memory"]
-    t1, t2 = SIZES["tcp"]
+    t1, t2, t3 = SIZES["tcp"]
     out: list[dict[str, Any]] = []
 
     def row(area: str, label: str, goal: tuple[str, float], bunq: tuple[str, ...],
@@ -179,6 +180,13 @@ def rows(only: set[str]) -> list[dict[str, Any]]:
         ("tcp", "bunq", "pushb", str(t1)),
         {"bunqueue server": ("tcp", "bunqueue", "pushb", str(t1))},
         {"asyncio echo, 100 B, 100 in flight": ("side", "echo", "W1", str(t1))},
+    )
+    row(
+        "tcp",
+        f"TCP: {t3:,} single adds, bunqueue's Python client, {PY_IN_FLIGHT} in flight",
+        ("peer", 2.0),
+        ("tcp", "bunq", "py_single", str(t3)),
+        {"bunqueue server": ("tcp", "bunqueue", "py_single", str(t3))},
     )
     row(
         "tcp",
@@ -419,11 +427,46 @@ def tcp(server_kind: str, mode: str, n: int) -> dict[str, Any]:
         (Path(scratch) / "node_modules").symlink_to(JS / "node_modules")
         srv = srv_bench.Server(server_kind, args, Path(scratch))
         try:
-            res = srv_bench.js(args, mode, srv.port, n, 1000 if mode == "pushb" else 10)
+            if mode == "py_single":
+                res = py_single(srv.port, n)
+            else:
+                res = srv_bench.js(args, mode, srv.port, n, 1000 if mode == "pushb" else 10)
         finally:
             res_rss = srv.stop()
     res["peak_rss_mb"] = round(res_rss)
     return res
+
+
+def py_single(port: int, n: int) -> dict[str, Any]:
+    """Single PUSHes through bunqueue's own Python client (PyPI ``bunqueue-client``, in
+    bunq's test extra): ``PY_IN_FLIGHT`` threads share its one pipelined connection."""
+    import threading
+
+    import bunqueue
+
+    sys.path.append(str(BENCH))
+    from workloads import PAYLOAD
+
+    q = bunqueue.Queue("py-single", port=port)
+    q.add("warm", PAYLOAD)
+    each = n // PY_IN_FLIGHT
+    go = threading.Barrier(PY_IN_FLIGHT + 1)
+
+    def producer() -> None:
+        go.wait()
+        for _ in range(each):
+            q.add("job", PAYLOAD)
+
+    threads = [threading.Thread(target=producer) for _ in range(PY_IN_FLIGHT)]
+    for t in threads:
+        t.start()
+    go.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    dt = time.perf_counter() - t0
+    q.close()
+    return {"n": each * PY_IN_FLIGHT, "per_s": round(each * PY_IN_FLIGHT / dt)}
 
 
 # ------------------------------------------------------------------------- the run

@@ -1,6 +1,6 @@
 """Instructions per SQLite add: bunq, a raw apsw insert into bunq's schema, litequeue.
 
-    python bench/sqlite_floor.py              # needs valgrind and the peers' venv (peers.py --setup)
+    python bench/sqlite_floor.py   # needs valgrind, and the peers' venv (peers.py --setup)
     python bench/sqlite_floor.py --case bunq_w1 --n 500   # one case, run directly (no valgrind)
 
 Wall-clock rates on a shared 2-core machine move by 2x between rounds; instruction counts
@@ -35,8 +35,12 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 PEERS_PY = Path.home() / ".cache/bunq-bench-peers/bin/python"
-PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v2",
-           "pad": "x" * 40}  # fmt: skip  (bench/workloads.py's)
+PAYLOAD = {
+    "user": 12345,
+    "email": "someone@example.com",
+    "template": "welcome-v2",
+    "pad": "x" * 40,
+}  # fmt: skip  (bench/workloads.py's)
 CASES = ("bunq_w1", "raw_w1", "raw_w1_no_counters", "litequeue_w1", "bunq_w2", "raw_w2",
          "litequeue_w2")  # fmt: skip
 
@@ -45,33 +49,46 @@ def run_case(case: str, n: int) -> None:
     """Do ``n`` operations of ``case`` in a fresh file (this process: under callgrind)."""
     d = tempfile.mkdtemp(prefix="bunq-floor-")
     if case.startswith("litequeue"):
-        from litequeue import LiteQueue
-
-        q = LiteQueue(f"{d}/lq.db")
-        blob = json.dumps(PAYLOAD)
-        if case == "litequeue_w1":
-            for _ in range(n):
-                q.put(blob)
-        else:
-            for _ in range(n // 1000):
-                q.conn.execute("BEGIN IMMEDIATE")
-                for _ in range(1000):
-                    q.put(blob)
-                q.conn.execute("COMMIT")
+        run_litequeue(case, n, d)
         return
     sys.path.insert(0, str(ROOT))
+    if case.startswith("bunq"):
+        run_bunq(case, n, d)
+    else:
+        run_raw(case, n, d)
+
+
+def run_litequeue(case: str, n: int, d: str) -> None:
+    from litequeue import LiteQueue
+
+    q = LiteQueue(f"{d}/lq.db")
+    blob = json.dumps(PAYLOAD)
+    if case == "litequeue_w1":
+        for _ in range(n):
+            q.put(blob)
+        return
+    for _ in range(n // 1000):
+        q.conn.execute("BEGIN IMMEDIATE")
+        for _ in range(1000):
+            q.put(blob)
+        q.conn.execute("COMMIT")
+
+
+def run_bunq(case: str, n: int, d: str) -> None:
     from bunq import Queue, connect
 
-    if case.startswith("bunq"):
-        queue = Queue("floor", connect(f"sqlite:///{d}/bunq.db"))
-        if case == "bunq_w1":
-            for _ in range(n):
-                queue.add("job", PAYLOAD)
-        else:
-            batch = [("job", PAYLOAD)] * 1000
-            for _ in range(n // 1000):
-                queue.add_bulk(batch)
+    queue = Queue("floor", connect(f"sqlite:///{d}/bunq.db"))
+    if case == "bunq_w1":
+        for _ in range(n):
+            queue.add("job", PAYLOAD)
         return
+    batch = [("job", PAYLOAD)] * 1000
+    for _ in range(n // 1000):
+        queue.add_bulk(batch)
+
+
+def run_raw(case: str, n: int, d: str) -> None:
+    from bunq import connect
     from bunq.codec import options_blob, pack
     from bunq.job import DEFAULT_OPTIONS, new_job_id
 
@@ -95,11 +112,11 @@ def run_case(case: str, n: int) -> None:
             cur.execute("BEGIN IMMEDIATE")
             cur.executemany(sql, [row(b * 1000 + i) for i in range(1000)])
             cur.execute("COMMIT")
-    else:
-        for i in range(n):
-            cur.execute("BEGIN IMMEDIATE")
-            cur.execute(sql, row(i))
-            cur.execute("COMMIT")
+        return
+    for i in range(n):
+        cur.execute("BEGIN IMMEDIATE")
+        cur.execute(sql, row(i))
+        cur.execute("COMMIT")
 
 
 def instructions(case: str, n: int) -> int:
@@ -134,7 +151,8 @@ def main() -> None:
                      ("bunq_w2", lq2), ("raw_w2", lq2)):  # fmt: skip
         if lq and case in out:
             ratios[f"{case} vs litequeue (litequeue's instructions / these)"] = round(
-                lq / out[case], 2)
+                lq / out[case], 2
+            )
     print(json.dumps({"instructions_per_job": out, "ratios": ratios}, indent=2))
 
 
