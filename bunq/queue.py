@@ -27,6 +27,7 @@ from .job import (
     Settle,
     attach,
     attach_all,
+    build_new_job,
     new_job_id,
 )
 from .jobevents import EventKind, JobEvent, added_events
@@ -52,7 +53,7 @@ def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob
     if opts.get("debounce") is not None:
         opts = debounced(opts)
     o = JobOptions.parse(opts)
-    return NewJob(queue, name, data, o, o.job_id or new_job_id())
+    return build_new_job(queue, name, data, o, o.job_id or new_job_id())
 
 
 def debounced(opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -216,7 +217,7 @@ class Queue:
                 if full.get("debounce") is not None:
                     full = debounced(full)
                 parsed = JobOptions.parse(full)
-            batch.append(NewJob(queue, name, data, parsed, parsed.job_id or new_job_id()))
+            batch.append(build_new_job(queue, name, data, parsed, parsed.job_id or new_job_id()))
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from ..codec import pack
+from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
 from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
 from .core import Core, paused_gc
@@ -100,7 +100,7 @@ def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
                 or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
             plain = False
     limit = core.max_payload
-    blobs = [pack(job.data, "data", limit) for job in jobs]
+    blobs = pack_all([job.data for job in jobs], "data", limit)
     durable = False
     if plain:
         out = _add_plain(core, shard, jobs, blobs)

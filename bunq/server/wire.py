@@ -7,7 +7,7 @@ from typing import Any
 
 from ..backends.base import check_queue_name
 from ..errors import UnsupportedError, ValidationError
-from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id
+from ..job import Backoff, JobOptions, JobState, NewJob, build_new_job, new_job_id
 from ..stacks import MAX_STACK_LIMIT
 from .fields import as_bool, as_int, as_str, str_list
 
@@ -186,7 +186,7 @@ def push_job(queue: str, fields: Mapping[str, Any], id_key: str = "jobId") -> Ne
         raise ValidationError("each job must be a map", field="jobs")
     name, data = name_and_data(fields)
     opts = job_options(fields, id_key)
-    return NewJob(queue, name, data, opts, opts.job_id or new_job_id())
+    return build_new_job(queue, name, data, opts, opts.job_id or new_job_id())
 
 
 def push_batch(msg: Mapping[str, Any]) -> list[NewJob]:

@@ -77,3 +77,18 @@ def test_admitted_job_equals_the_constructor_for_every_field() -> None:
     assert fast == slow
     # a field added to Job with a default must be set by admitted_job too
     assert all(getattr(fast, f.name) == getattr(slow, f.name) for f in fields(Job))
+    assert type(fast) is Job and getattr(fast, "_queue", None) is None  # detached
+    with pytest.raises(AttributeError):  # still frozen
+        fast.name = "other"  # type: ignore[misc]
+
+
+def test_build_new_job_equals_the_constructor() -> None:
+    from bunq.job import NewJob, build_new_job
+
+    opts = JobOptions.parse({"delay": 3})
+    fast = build_new_job("q", "n", {"a": 1}, opts, "id-1")
+    assert type(fast) is NewJob
+    assert fast == NewJob("q", "n", {"a": 1}, opts, "id-1")
+    assert hash(build_new_job("q", "n", 7, opts, "i")) == hash(NewJob("q", "n", 7, opts, "i"))
+    with pytest.raises(AttributeError):  # still frozen
+        fast.name = "other"  # type: ignore[misc]
