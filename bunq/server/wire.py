@@ -164,9 +164,8 @@ def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
     cached ``False`` never stands in for a refused ``0``); custom ids are not cached.
     """
     try:
-        key: tuple[Any, ...] | None = (id_key,) + tuple(
-            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"
-        )
+        key: tuple[Any, ...] | None = (id_key, *[
+            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"])  # fmt: skip
         hit = _options_cache.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable value (a dedup map, a list): no caching
         key, hit = None, None
@@ -182,7 +181,7 @@ def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
 
 def push_job(queue: str, fields: Mapping[str, Any], id_key: str = "jobId") -> NewJob:
     """Build the NewJob of one ``PUSH`` (``id_key='jobId'``) or ``PUSHB`` entry (``customId``)."""
-    if not isinstance(fields, Mapping):
+    if type(fields) is not dict and not isinstance(fields, Mapping):  # decoded maps: dicts
         raise ValidationError("each job must be a map", field="jobs")
     name, data = name_and_data(fields)
     opts = job_options(fields, id_key)
