@@ -99,18 +99,17 @@ class _IdSource:
     def _reset(self) -> None:
         self._node = int.from_bytes(os.urandom(5), "big") & 0x3FFFFFFFF
         self._count = itertools.count(int.from_bytes(os.urandom(3), "big"))
-        self._cache = (-1, "")  # (ms, its formatted part): one attribute, read atomically
+        self._cache = (-1, -1, "")  # (ms, count >> 14, the id up to its last group)
 
     def next(self) -> JobId:
         ms = time.time_ns() // 1_000_000
         c = next(self._count)
-        cached = self._cache
-        if cached[0] != ms:  # the formatted time part is reused within a millisecond
-            cached = self._cache = (ms, f"{ms >> 16:08x}-{ms & 0xFFFF:04x}-7")
-        return (
-            f"{cached[1]}{(c >> 28) & 0xFFF:03x}-{0x8000 | ((c >> 14) & 0x3FFF):04x}-"
-            f"{((c & 0x3FFF) << 34) | self._node:012x}"
-        )
+        hi = c >> 14
+        cached = self._cache  # one attribute, read atomically
+        if cached[0] != ms or cached[1] != hi:  # all but the last group is reused
+            head = f"{ms >> 16:08x}-{ms & 0xFFFF:04x}-7{(hi >> 14) & 0xFFF:03x}-"
+            cached = self._cache = (ms, hi, f"{head}{0x8000 | (hi & 0x3FFF):04x}-")
+        return f"{cached[2]}{((c & 0x3FFF) << 34) | self._node:012x}"
 
 
 new_job_id = _IdSource().next

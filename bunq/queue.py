@@ -146,7 +146,7 @@ class Queue:
         start_date, end_date, tz, key}`` makes it a repeatable job on the cron
         machinery (:mod:`bunq.repeat`): the first run is returned.
         """
-        if opts.get("repeat") is not None:
+        if opts and opts.get("repeat") is not None:
             require(self.backend, Capability.CRON)
             rest = {k: v for k, v in opts.items() if k != "repeat"}
             first = add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
@@ -165,7 +165,10 @@ class Queue:
         return attach(job, self)
 
     def _add_one(self, name: str, data: Any, opts: dict[str, Any]) -> Job:
-        job = new_job(self.name, name, data, opts)
+        if opts:
+            job = new_job(self.name, name, data, opts)
+        else:  # no options: nothing to parse
+            job = build_new_job(self.name, name, data, DEFAULT_OPTIONS, new_job_id())
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add([job])[0]
         since = self.backend.clock()
