@@ -3,6 +3,7 @@
     python bench/admission.py                  # this checkout, 5 rounds, medians
     python bench/admission.py --tree DIR       # another tree (as bench/cpu_per_job.py)
     python bench/admission.py --profile pushb  # cProfile one path instead (add|bulk|pushb)
+    python bench/admission.py --instructions   # callgrind instructions per job (slow)
 
 ``add``: single ``Queue.add`` on ``memory://``; ``bulk``: ``Queue.add_bulk`` of 1,000;
 ``pushb``: what ``bunq serve`` does for one PUSHB frame of 1,000 jobs as bunqueue's JS
@@ -79,6 +80,26 @@ def pushb(n: int) -> Any:
 
 
 PATHS = {"add": mem_add, "bulk": mem_bulk, "pushb": pushb}
+CALLGRIND_N = {"add": (1_000, 3_000), "bulk": (2_000, 6_000), "pushb": (2_000, 6_000)}
+
+
+def instructions(path: str, tree: str | None) -> int:
+    """Instructions per job: ``--once`` under callgrind at two sizes, the difference of the
+    counts over the difference of the sizes (imports and setup cancel out)."""
+    import re
+    import subprocess
+
+    counts = []
+    for n in CALLGRIND_N[path]:
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+               os.path.abspath(__file__), "--once", path, "--n", str(n)]  # fmt: skip
+        if tree:
+            cmd += ["--tree", tree]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        err = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stderr
+        counts.append(int(re.findall(r"Collected : (\d+)", err)[-1]))
+    lo, hi = CALLGRIND_N[path]
+    return round((counts[1] - counts[0]) / (hi - lo))
 
 
 def main() -> None:
@@ -94,12 +115,24 @@ def main() -> None:
         help="run one path once, untimed (for valgrind --tool=callgrind: "
         "instructions per job = the difference of two --n over their difference)",
     )
+    ap.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instructions per job under valgrind (deterministic, load-proof)",
+    )
     args = ap.parse_args()
     if args.tree:  # the editable install's finder would win over sys.path: drop it
         sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
         sys.path.insert(0, os.path.abspath(args.tree))
     else:
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if args.instructions:
+        out = {
+            "tree": args.tree or ".",
+            **{k: instructions(k, args.tree) for k in args.only.split(",")},
+        }
+        print(json.dumps(out))
+        return
     if args.once:
         PATHS[args.once](args.n)()
         return
