@@ -27,6 +27,7 @@ from .job import (
     Settle,
     attach,
     attach_all,
+    build_new_job,
     new_job_id,
 )
 from .jobevents import EventKind, JobEvent, added_events
@@ -52,7 +53,7 @@ def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob
     if opts.get("debounce") is not None:
         opts = debounced(opts)
     o = JobOptions.parse(opts)
-    return NewJob(queue, name, data, o, o.job_id or new_job_id())
+    return build_new_job(queue, name, data, o, o.job_id or new_job_id())
 
 
 def debounced(opts: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,7 +146,7 @@ class Queue:
         start_date, end_date, tz, key}`` makes it a repeatable job on the cron
         machinery (:mod:`bunq.repeat`): the first run is returned.
         """
-        if opts.get("repeat") is not None:
+        if opts and opts.get("repeat") is not None:
             require(self.backend, Capability.CRON)
             rest = {k: v for k, v in opts.items() if k != "repeat"}
             first = add_repeatable(self.backend, self.name, name, data, rest, opts["repeat"])
@@ -164,7 +165,10 @@ class Queue:
         return attach(job, self)
 
     def _add_one(self, name: str, data: Any, opts: dict[str, Any]) -> Job:
-        job = new_job(self.name, name, data, opts)
+        if opts:
+            job = new_job(self.name, name, data, opts)
+        else:  # no options: nothing to parse
+            job = build_new_job(self.name, name, data, DEFAULT_OPTIONS, new_job_id())
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add([job])[0]
         since = self.backend.clock()
@@ -216,7 +220,7 @@ class Queue:
                 if full.get("debounce") is not None:
                     full = debounced(full)
                 parsed = JobOptions.parse(full)
-            batch.append(NewJob(queue, name, data, parsed, parsed.job_id or new_job_id()))
+            batch.append(build_new_job(queue, name, data, parsed, parsed.job_id or new_job_id()))
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()

@@ -9,6 +9,7 @@ identity (holding the object, so the id cannot be reused while cached).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..codec import options_from_blob, pack, setting_blob, setting_from_blob, unpack
@@ -45,17 +46,19 @@ _STATES = {s.value: s for s in JobState}
 _REASONS = {r.value: r for r in FailureReason}
 
 
-def meta(rec: Rec) -> bytes:
-    """Pack every mutable field of ``rec``."""
+def meta(rec: Rec, pack_one: Callable[[Any], bytes] | None = None) -> bytes:
+    """Pack every mutable field of ``rec`` (with ``pack_one``, a :func:`bunq.codec.packer`
+    of the caller's loop over rows, when given)."""
     hist = None if rec.history is None else [
         (a.attempt, a.error, a.duration_ms, a.at, None if a.reason is None else a.reason.value)
         for a in rec.history]  # fmt: skip
-    return pack((
+    fields = (
         rec.name, rec.seq, rec.run_at, rec.created_at, rec.started_at, rec.finished_at,
         rec.attempts, rec.stalls, rec.token, rec.owner, rec.lease_until, rec.expire_at,
         rec.pending, rec.progress, rec.error, None if rec.reason is None else rec.reason.value,
         rec.dlq_at, rec.dlq_retries, hist,
-    ), "meta")  # fmt: skip
+    )  # fmt: skip
+    return pack(fields, "meta") if pack_one is None else pack_one(fields)
 
 
 def rec_from_row(row: tuple[Any, ...]) -> tuple[Rec, bytes | None]:

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from ..codec import pack
+from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
-from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
+from ..job import Job, NewJob, UniqueStrategy, admitted_job, check_new_jobs
 from .core import Core, paused_gc
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
@@ -83,7 +83,8 @@ def _add_one(core: Core, job: NewJob) -> list[Job]:
             shard.to_waiting(q, rec, now)
         else:
             shard.to_ready(q, rec)
-        out = [admitted(rec, DELAYED if delay else WAITING, job.data)]
+        out = [admitted_job(jid, job.queue, job.name, job.data, DELAYED if delay else WAITING,
+                            o, now, now + delay)]  # fmt: skip
     if core.store is not None:
         core.store.kick()
     return out
@@ -100,7 +101,7 @@ def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
                 or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
             plain = False
     limit = core.max_payload
-    blobs = [pack(job.data, "data", limit) for job in jobs]
+    blobs = pack_all([job.data for job in jobs], "data", limit)
     durable = False
     if plain:
         out = _add_plain(core, shard, jobs, blobs)
@@ -145,7 +146,8 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
                     shard.to_waiting(q, rec, now)
                 else:
                     to_ready(q, rec)
-                append(admitted(rec, DELAYED if delay else WAITING, job.data))
+                state = DELAYED if delay else WAITING
+                append(admitted_job(jid, queue, job.name, job.data, state, o, now, now + delay))
         except BaseException:
             for job in jobs[: len(out)]:  # all or none
                 shard.forget(shard.queues[job.queue], records[job.id])

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ..codec import options_blob
+from ..codec import options_blob, packer
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..filekind import ENGINE_FILE, claim
 from . import codec
@@ -323,6 +323,7 @@ class WriteBehind:
         results = self.core.results
         blob_of = options_blob
         meta = codec.meta
+        pack_one = packer()  # one encoder for the shard's rows
         held = len(batch.held)
         with self.core.xlock:  # results LRU
             for jid, rec in dirty.items():
@@ -332,10 +333,11 @@ class WriteBehind:
                 try:
                     result = results.peek(jid) if rec.state is COMPLETED else None
                     if rec.saved:
-                        batch.updates.append((rec.state.value, meta(rec), result, jid))
+                        batch.updates.append((rec.state.value, meta(rec, pack_one), result, jid))
                     else:
+                        row = meta(rec, pack_one)
                         batch.inserts.append((jid, rec.queue, rec.state.value, rec.data,
-                                              blob_of(rec.opts), meta(rec), result))  # fmt: skip
+                                              blob_of(rec.opts), row, result))  # fmt: skip
                         rec.saved = True
                 except Exception as exc:  # kept dirty and reported, never dropped
                     batch.held.append((shard, jid, rec, exc))

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..backends.base import check_queue_name
 from ..errors import UnsupportedError, ValidationError
-from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id
+from ..job import Backoff, JobOptions, JobState, NewJob, build_new_job, new_job_id
 from ..stacks import MAX_STACK_LIMIT
 from .fields import as_bool, as_int, as_str, str_list
 
@@ -164,9 +164,8 @@ def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
     cached ``False`` never stands in for a refused ``0``); custom ids are not cached.
     """
     try:
-        key: tuple[Any, ...] | None = (id_key,) + tuple(
-            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"
-        )
+        key: tuple[Any, ...] | None = (id_key, *[
+            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"])  # fmt: skip
         hit = _options_cache.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable value (a dedup map, a list): no caching
         key, hit = None, None
@@ -182,11 +181,11 @@ def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
 
 def push_job(queue: str, fields: Mapping[str, Any], id_key: str = "jobId") -> NewJob:
     """Build the NewJob of one ``PUSH`` (``id_key='jobId'``) or ``PUSHB`` entry (``customId``)."""
-    if not isinstance(fields, Mapping):
+    if type(fields) is not dict and not isinstance(fields, Mapping):  # decoded maps: dicts
         raise ValidationError("each job must be a map", field="jobs")
     name, data = name_and_data(fields)
     opts = job_options(fields, id_key)
-    return NewJob(queue, name, data, opts, opts.job_id or new_job_id())
+    return build_new_job(queue, name, data, opts, opts.job_id or new_job_id())
 
 
 def push_batch(msg: Mapping[str, Any]) -> list[NewJob]:

@@ -77,3 +77,38 @@ def test_admitted_job_equals_the_constructor_for_every_field() -> None:
     assert fast == slow
     # a field added to Job with a default must be set by admitted_job too
     assert all(getattr(fast, f.name) == getattr(slow, f.name) for f in fields(Job))
+    assert type(fast) is Job and getattr(fast, "_queue", None) is None  # detached
+    with pytest.raises(AttributeError):  # still frozen
+        fast.name = "other"  # type: ignore[misc]
+
+
+def test_build_new_job_equals_the_constructor() -> None:
+    from bunq.job import NewJob, build_new_job
+
+    opts = JobOptions.parse({"delay": 3})
+    fast = build_new_job("q", "n", {"a": 1}, opts, "id-1")
+    assert type(fast) is NewJob
+    assert fast == NewJob("q", "n", {"a": 1}, opts, "id-1")
+    assert hash(build_new_job("q", "n", 7, opts, "i")) == hash(NewJob("q", "n", 7, opts, "i"))
+    with pytest.raises(AttributeError):  # still frozen
+        fast.name = "other"  # type: ignore[misc]
+
+
+def test_ids_keep_their_layout_across_counter_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    import itertools
+
+    from bunq import job as jobmod
+
+    def reference(ms: int, c: int, node: int) -> str:  # the layout as first written
+        tail = ((c & 0x3FFF) << 34) | node
+        return (f"{ms >> 16:08x}-{ms & 0xFFFF:04x}-7{(c >> 28) & 0xFFF:03x}-"
+                f"{0x8000 | ((c >> 14) & 0x3FFF):04x}-{tail:012x}")  # fmt: skip
+
+    src = jobmod._IdSource()
+    start = (1 << 28) - 3  # crosses a 2**14 and a 2**28 boundary of the counter
+    src._count = itertools.count(start)
+    clock = iter([1_700_000_000_000] * 4 + [1_700_000_000_001] * 4)
+    monkeypatch.setattr(jobmod.time, "time_ns", lambda: next(clock) * 1_000_000)
+    got = [src.next() for _ in range(8)]
+    ms = [1_700_000_000_000] * 4 + [1_700_000_000_001] * 4
+    assert got == [reference(m, start + i, src._node) for i, m in enumerate(ms)]
