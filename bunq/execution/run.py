@@ -11,14 +11,13 @@ whose context was cancelled while it ran ends ``cancelled`` however it returned.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from types import CoroutineType, TracebackType
+from types import TracebackType
 from typing import Any
 
 from .. import tracing
@@ -123,115 +122,6 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
     return _ok(result, _ms(start), _took(clock, t0))
 
 
-def start_async(handler: Handler, job: Job, clock: Clock | None = None,
-                ctx: JobContext | None = None,
-                pass_ctx: bool = False) -> Outcome | _Suspended:  # fmt: skip
-    """Run a coroutine handler eagerly, up to its first suspension, on this (the loop's)
-    thread: its :class:`Outcome` if it finished there (no task at all: most no-op and
-    cache-hit handlers), else a :class:`_Suspended` for :func:`finish_async` to await in a
-    task. Only for jobs without ``opts.timeout`` (a timed call is awaited under
-    ``wait_for`` from the start, :func:`run_async`).
-
-    The first step runs in a copy of the current context, the task that finishes it runs
-    in that same context: as if it had been a task from the start (contextvars a handler
-    sets stay its own). A CancelledError the handler raises without a cancel request
-    fails the attempt (a task would have ended without an outcome).
-    """
-    t0 = clock() if clock is not None else 0
-    start = _perf()
-    try:
-        result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
-    except Exception as exc:
-        return _raised(exc, job, ctx, start, clock, t0)
-    if type(result) is CoroutineType:
-        context = contextvars.copy_context()
-        try:
-            first = context.run(result.send, None)
-        except StopIteration as stop:
-            result = stop.value
-        except (Exception, asyncio.CancelledError) as exc:
-            return _raised(exc, job, ctx, start, clock, t0)
-        else:
-            return _Suspended(result, first, context, t0, start)
-    elif inspect.isawaitable(result):  # not a coroutine (a Future...): awaited in a task
-        return _Suspended(result, _NOT_STARTED, None, t0, start)
-    if ctx is not None and ctx.cancelled:
-        return _cancelled(job, start, clock, t0)
-    return _ok(result, _ms(start), _took(clock, t0))
-
-
-async def finish_async(s: _Suspended, job: Job, clock: Clock | None,
-                       ctx: JobContext | None) -> Outcome:  # fmt: skip
-    """Await what :func:`start_async` left suspended (in the task that runs this)."""
-    try:
-        if ctx is not None:
-            _bind(ctx)
-        if s.first is _NOT_STARTED:
-            result = await s.aw
-        else:
-            result = await _Resume(s.aw, s.first)  # type: ignore[arg-type]
-    except (Exception, asyncio.CancelledError) as exc:
-        return _raised(exc, job, ctx, s.start, clock, s.t0)
-    if ctx is not None and ctx.cancelled:
-        return _cancelled(job, s.start, clock, s.t0)
-    return _ok(result, _ms(s.start), _took(clock, s.t0))
-
-
-def _raised(exc: BaseException, job: Job, ctx: JobContext | None, start: float,
-            clock: Clock | None, t0: int) -> Outcome:  # fmt: skip
-    """The outcome of a call that raised ``exc`` (as :func:`run_async` decides it)."""
-    if isinstance(exc, asyncio.TimeoutError):
-        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
-    if ctx is not None and ctx.cancelled:
-        return _cancelled(job, start, clock, t0)
-    return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
-
-
-_NOT_STARTED = object()
-
-
-class _Suspended:
-    """A handler call :func:`start_async` left at its first suspension: the coroutine (or
-    awaitable), what it yielded, the context it runs in, and its start times."""
-
-    __slots__ = ("aw", "first", "context", "t0", "start")
-
-    def __init__(self, aw: Awaitable[Any], first: Any,
-                 context: contextvars.Context | None, t0: int, start: float) -> None:  # fmt: skip
-        self.aw, self.first, self.context, self.t0, self.start = aw, first, context, t0, start
-
-
-class _Resume:
-    """Await a coroutine that already ran up to a suspension, where ``first`` is what it
-    yielded there (the future its task must wait for): ``yield from`` for a coroutine
-    started elsewhere. Sends, throws (a cancel) and close reach the coroutine as they
-    would have had the task started it."""
-
-    __slots__ = ("coro", "first")
-
-    def __init__(self, coro: CoroutineType[Any, Any, Any], first: Any) -> None:
-        self.coro, self.first = coro, first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, value = self.coro, self.first
-        while True:
-            try:
-                sent = yield value
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: B036 - forwarded, as yield from does
-                try:
-                    value = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    value = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
-
-
 def _bind(ctx: JobContext) -> None:
     """Bind ``ctx`` to the running task (no task of its own per job): run_async's caller
     is the executor's per-job task (:meth:`Executor._one`), which ends with this call."""
@@ -287,6 +177,9 @@ class Executor:
         self._tasks: set[asyncio.Task[None]] = set()
         if self.is_async:
             self._loop = asyncio.new_event_loop()
+            eager = getattr(asyncio, "eager_task_factory", None)
+            if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
+                self._loop.set_task_factory(eager)
             self._threads.append(threading.Thread(target=self._loop.run_forever,
                                                   name=f"{name}-loop", daemon=True))  # fmt: skip
         elif not self.inline:
@@ -322,29 +215,15 @@ class Executor:
             put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
     def _spawn(self, items: Sequence[_Item]) -> None:
-        """Start each item's call eagerly (:func:`start_async`): one that finishes without
-        suspending needs no task; the rest continue in one task each (the loop holds
-        tasks weakly: we hold them)."""
+        """Start a task per item. On Python 3.12+ tasks start eagerly (the loop's task
+        factory): a call that finishes without suspending is done here, in its task,
+        before the next item starts."""
         assert self._loop is not None
-        create, keep, put = self._loop.create_task, self._tasks.add, self.done.put
-        handler, clock, with_context = self.handler, self.clock, self.with_context
+        create, keep = self._loop.create_task, self._tasks.add
         for key, job, ctx in items:
-            if job.opts.timeout is not None:  # wait_for wraps the whole call
-                keep(create(self._one(key, job, ctx)))
-                continue
-            got = start_async(handler, job, clock, ctx, with_context and ctx is not None)
-            if not isinstance(got, _Suspended):
-                put((key, got))
-            elif got.context is not None:  # the task runs on in the first step's context
-                keep(got.context.run(create, self._rest(key, job, ctx, got)))
-            else:
-                keep(create(self._rest(key, job, ctx, got)))
-
-    async def _rest(self, key: Any, job: Job, ctx: JobContext | None, s: _Suspended) -> None:
-        try:
-            self.done.put((key, await finish_async(s, job, self.clock, ctx)))
-        finally:
-            self._tasks.discard(asyncio.current_task())
+            task = create(self._one(key, job, ctx))
+            if not task.done():  # the loop holds tasks weakly: we hold them until done
+                keep(task)
 
     async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
         try:

@@ -1,8 +1,7 @@
-"""The Executor's coroutine path: a handler runs eagerly up to its first suspension.
+"""The Executor's coroutine path: one task per call (started eagerly on Python 3.12+).
 
-A call that never suspends settles without a task; one that suspends finishes in a
-task that resumes it where it stopped. Either way the outcome, the handler's
-context (contextvars, cancel) and failures are what a task from the start gave.
+Whether a call finishes without suspending or not, its outcome, its context
+(contextvars, the current task, cancel) and its failures are the same.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ import contextvars
 import threading
 from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from bunq import Job, JobContext, JobOptions, JobState
 from bunq.errors import JobCancelled
@@ -63,18 +60,19 @@ def test_failures_before_and_after_the_first_suspension() -> None:
     assert not got["j0"].ok and not got["j0"].timed_out and not got["j0"].cancelled
 
 
-@pytest.mark.parametrize("suspend", [False, True])
-def test_a_cancelled_error_the_handler_raises_itself_fails_the_attempt(suspend: bool) -> None:
-    """Not a cancel request: the attempt fails (a task would have ended with no outcome
-    and kept the worker's slot)."""
+def test_a_handler_runs_in_its_own_task() -> None:
+    """``asyncio.current_task()`` (``asyncio.timeout``, ``wait_for`` on 3.12+, anyio's
+    cancel scopes) works from the handler's first line, before anything suspended it."""
 
-    async def handler(j: Job) -> None:
-        if suspend:
-            await asyncio.sleep(0.01)
-        raise asyncio.CancelledError()
+    async def handler(j: Job) -> str:
+        task = asyncio.current_task()
+        await asyncio.wait_for(asyncio.sleep(0.01 if j.data["i"] else 0), 5)
+        assert asyncio.current_task() is task
+        return type(task).__name__
 
-    got = run_all(handler, [job(0)])["j0"]
-    assert not got.ok and not got.cancelled and isinstance(got.error, asyncio.CancelledError)
+    got = run_all(handler, [job(0), job(1)])
+    assert got["j0"].ok and got["j1"].ok, got
+    assert got["j0"].result == got["j1"].result == "Task"
 
 
 def test_each_call_has_its_own_context_across_its_suspension() -> None:
