@@ -48,14 +48,14 @@ log = logging.getLogger("bunq.worker")
 
 
 class _Held:
-    """Leases this worker holds, with when each started running (monotonic s)."""
+    """Leases this worker holds: one :class:`JobContext` per job id, which carries the
+    lease and when the run started (``ctx.started``): one entry to add and one to drop
+    per job."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.leases: dict[str, Lease] = {}
-        self.started: dict[str, float] = {}
+        self.runs: dict[str, JobContext] = {}
         self.timed_out: set[str] = set()
-        self.contexts: dict[str, JobContext] = {}
 
 
 MAX_CONCURRENCY = 100_000  # jobs at once, or per lease call
@@ -176,24 +176,28 @@ class Worker:
         except OSError as exc:
             log.warning("cannot touch the health file %s: %s", self.health_file, exc)
 
-    def _lease(self, n: int) -> list[Lease]:
+    def _lease(self, n: int) -> list[JobContext]:
+        """Lease up to ``n`` jobs; one held context (with its lease) per job."""
         self._alive()
         self._maybe_sweep()
+        backend, lease_ms, handle = self.backend, self.lease_ms, self._handle
         try:
-            leases = self.backend.lease(self.queue, n, self.lease_ms, self.owner)
+            leases = backend.lease(self.queue, n, lease_ms, self.owner)
         except BackendError as exc:
             log.warning("lease failed (%s); retrying", exc)
             self._stop.wait(0.5)
             return []
+        if not leases:
+            return []
+        # attach: job.log(), job.get_state()... in the handler
+        ctxs = [JobContext(attach(lease.job, handle), backend, lease, lease_ms) for lease in leases]
         with self._held.lock:
-            for lease in leases:
-                attach(lease.job, self._handle)  # job.log(), job.get_state()... in the handler
-                self._held.leases[lease.id] = lease
-                self._held.contexts[lease.id] = JobContext(lease.job, self.backend, lease,
-                                                           self.lease_ms)  # fmt: skip
-        if leases and wants(self.backend, EventKind.ACTIVE, self.queue):
-            publish(self.backend, active_events(leases, self.backend.clock()))
-        return leases
+            runs = self._held.runs
+            for ctx in ctxs:
+                runs[ctx.job.id] = ctx
+        if wants(backend, EventKind.ACTIVE, self.queue):
+            publish(backend, active_events(leases, backend.clock()))
+        return ctxs
 
     def _idle(self) -> None:
         try:
@@ -203,79 +207,80 @@ class Worker:
 
     def _loop_inline(self, ex: Executor) -> None:
         while not self._stop.is_set():
-            leases = self._lease(self.batch)
-            if not leases:
+            ctxs = self._lease(self.batch)
+            if not ctxs:
                 self._idle()
                 continue
             done: list[tuple[Lease, Outcome]] = []
-            for i, lease in enumerate(leases):
+            for i, ctx in enumerate(ctxs):
                 if self._stop.is_set():
-                    self._return_unstarted(leases[i:])
+                    self._return_unstarted([c.lease for c in ctxs[i:]])  # type: ignore[misc]
                     break
-                (ctx,) = self._mark_started(lease)
-                done.append((lease, ex.run(lease.job, ctx)))
+                ctx.started = time.monotonic()
+                done.append((ctx.lease, ex.run(ctx.job, ctx)))  # type: ignore[arg-type]
             self._settle(done)
 
     def _loop_concurrent(self, ex: Executor) -> None:
-        inflight: dict[int, Lease] = {}  # by id(lease): what ex.done hands back
+        inflight = 0  # started, outcome not yet collected from ex.done
         done = ex.done
         while not (self._stop.is_set() and not inflight):
-            free = self.concurrency - len(inflight)
-            leases = (
-                self._lease(min(free, self.batch)) if free > 0 and not self._stop.is_set() else []
-            )
-            if leases:
-                ctxs = self._mark_started(*leases)
-                for lease in leases:
-                    inflight[id(lease)] = lease
-                ex.start([(lease, lease.job, ctx) for lease, ctx in zip(leases, ctxs, strict=True)])
+            free = self.concurrency - inflight
+            leasing = free > 0 and not self._stop.is_set()
+            ctxs = self._lease(min(free, self.batch)) if leasing else []
+            if ctxs:
+                now = time.monotonic()
+                for ctx in ctxs:
+                    ctx.started = now
+                inflight += len(ctxs)
+                ex.start([(ctx, ctx.job, ctx) for ctx in ctxs])  # key: the context itself
             if not inflight:
                 self._idle()
                 continue
-            if len(inflight) >= self.concurrency:
+            if inflight >= self.concurrency:
                 wait_s: float | None = None  # every slot busy: block until one frees
-            elif not leases:
+            elif not ctxs:
                 wait_s = 0.05  # nothing to lease now: collect what finishes, look again
             else:
                 wait_s = 0.0  # slots left: settle what is done, then lease more
             ready: list[tuple[Lease, Outcome]] = []
             try:
-                ready.append(done.get(timeout=wait_s) if wait_s != 0.0 else done.get_nowait())
+                ctx, o = done.get(timeout=wait_s) if wait_s != 0.0 else done.get_nowait()
+                ready.append((ctx.lease, o))
                 while True:
-                    ready.append(done.get_nowait())
+                    ctx, o = done.get_nowait()
+                    ready.append((ctx.lease, o))
             except queue.Empty:
                 pass
             if not ready:
                 continue
-            for lease, _ in ready:
-                del inflight[id(lease)]
+            inflight -= len(ready)
             self._settle(ready)
 
-    def _mark_started(self, *leases: Lease) -> list[JobContext | None]:
-        """Note when ``leases`` started; return their contexts (made when leased)."""
-        now = time.monotonic()
-        with self._held.lock:
-            get = self._held.contexts.get
-            for lease in leases:
-                self._held.started[lease.id] = now
-            return [get(lease.id) for lease in leases]
-
     def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
-        with self._held.lock:
-            done = [(lease, o) for lease, o in done if lease.id not in self._held.timed_out]
+        held = self._held
+        if held.timed_out:  # the heartbeat settled these already (failed, timeout)
+            with held.lock:
+                done = [(lease, o) for lease, o in done if lease.job.id not in held.timed_out]
         try:
             settled = settle_batch(self.backend, done, self.metrics)
+            n_ok = 0
             for (lease, _), s in zip(done, settled, strict=True):
-                self._count(lease, s)
+                if s.answer is Settle.OK and not s.failed:  # the common case, counted at once
+                    n_ok += 1
+                else:
+                    self._count(lease, s)
+            self.processed += n_ok
         finally:
-            with self._held.lock:
+            with held.lock:
+                pop = held.runs.pop
                 for lease, _ in done:
-                    self._forget(lease.id)
+                    pop(lease.job.id, None)
+                if held.timed_out:
+                    for lease, _ in done:
+                        held.timed_out.discard(lease.job.id)
 
     def _forget(self, job_id: str) -> None:
-        self._held.leases.pop(job_id, None)
-        self._held.started.pop(job_id, None)
-        self._held.contexts.pop(job_id, None)
+        self._held.runs.pop(job_id, None)
         self._held.timed_out.discard(job_id)
 
     def _count(self, lease: Lease, s: Settled) -> None:
@@ -320,16 +325,16 @@ class Worker:
             if cancels and time.monotonic() - polled >= CANCEL_POLL_S:
                 polled = time.monotonic()
                 with self._held.lock:
-                    running = [self._held.contexts[k] for k in self._held.started
-                               if k in self._held.contexts]  # fmt: skip
+                    running = [c for c in self._held.runs.values() if c.started is not None]
                 if running:
                     poll_cancels(self.backend, self.queue, running)
 
     def _extend_all(self) -> None:
         self._alive()
         with self._held.lock:
-            leases = [v for k, v in self._held.leases.items() if k not in self._held.timed_out]
+            leases = [c.lease for k, c in self._held.runs.items() if k not in self._held.timed_out]
         for lease in leases:
+            assert lease is not None  # a Worker's contexts always carry their lease
             try:
                 self.backend.extend(lease, self.lease_ms)
             except BackendError as exc:
@@ -339,13 +344,13 @@ class Worker:
         now = time.monotonic()
         expired: list[Lease] = []
         with self._held.lock:
-            for jid, started in self._held.started.items():
-                lease = self._held.leases.get(jid)
-                timeout = lease.job.opts.timeout if lease else None
-                if timeout is not None and jid not in self._held.timed_out \
+            for jid, ctx in self._held.runs.items():
+                started, timeout = ctx.started, ctx.job.opts.timeout
+                if timeout is not None and started is not None \
+                        and jid not in self._held.timed_out \
                         and (now - started) * 1000 > timeout:  # fmt: skip
                     self._held.timed_out.add(jid)
-                    expired.append(lease)  # type: ignore[arg-type]
+                    expired.append(ctx.lease)  # type: ignore[arg-type]
         for lease in expired:
             err = TimeoutError(f"timed out after {lease.job.opts.timeout} ms")
             outcome = Outcome(False, error=err,

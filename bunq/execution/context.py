@@ -96,12 +96,15 @@ class JobContext:
     :param lease_ms: the length ``extend_lease()`` extends by when not given one.
     """
 
-    __slots__ = ("job", "backend", "lease", "lease_ms", "cancelled", "_task")
+    __slots__ = ("job", "backend", "lease", "lease_ms", "cancelled", "started", "_task")
 
     def __init__(self, job: Job, backend: Backend | None, lease: Lease | None = None,
                  lease_ms: int = 30_000) -> None:  # fmt: skip
         self.job, self.backend, self.lease, self.lease_ms = job, backend, lease, lease_ms
         self.cancelled = CancelFlag()
+        #: driver side: when the run started (``time.monotonic()``), None before. The
+        #: Worker keeps one context per held lease and times its runs by it.
+        self.started: float | None = None
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
 
     @property

@@ -48,6 +48,19 @@ class Outcome:
     cancelled: bool = False
 
 
+# The outcome of every call that returned None in under a millisecond, with no clock to
+# time it: one shared (frozen) object instead of one per job, which is most of what a
+# fast handler's outcome costs (the dataclass's frozen __init__).
+_OK_NONE = Outcome(True)
+_perf = time.perf_counter
+
+
+def _ok(result: Any, ms: int, took: int) -> Outcome:
+    if result is None and ms == 0 and took == 0:
+        return _OK_NONE
+    return Outcome(True, result, None, ms, False, took)
+
+
 def is_async(handler: Handler) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         getattr(handler, "__call__", None)  # noqa: B004 - callable objects
@@ -59,7 +72,7 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
     """Call a handler (a coroutine result is run to completion on a fresh loop);
     with ``pass_ctx``, as ``handler(job, ctx)``; a cancelled ``ctx`` makes it cancelled."""
     t0 = clock() if clock is not None else 0
-    start = time.perf_counter()
+    start = _perf()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
@@ -72,11 +85,11 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
     if ctx is not None and ctx.cancelled:
         return _cancelled(job, start, clock, t0)
-    ms, limit = _ms(start), job.opts.timeout
+    ms, limit = int((_perf() - start) * 1000), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
         return Outcome(False, None, err, ms, True, _took(clock, t0))
-    return Outcome(True, result, None, ms, False, _took(clock, t0))
+    return _ok(result, ms, clock() - t0 if clock is not None else 0)
 
 
 async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
@@ -106,7 +119,7 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
     if ctx is not None and ctx.cancelled:
         return _cancelled(job, start, clock, t0)
-    return Outcome(True, result, None, _ms(start), False, _took(clock, t0))
+    return _ok(result, _ms(start), _took(clock, t0))
 
 
 def _bind(ctx: JobContext) -> None:
@@ -164,6 +177,9 @@ class Executor:
         self._tasks: set[asyncio.Task[None]] = set()
         if self.is_async:
             self._loop = asyncio.new_event_loop()
+            eager = getattr(asyncio, "eager_task_factory", None)
+            if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
+                self._loop.set_task_factory(eager)
             self._threads.append(threading.Thread(target=self._loop.run_forever,
                                                   name=f"{name}-loop", daemon=True))  # fmt: skip
         elif not self.inline:
@@ -199,10 +215,15 @@ class Executor:
             put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
     def _spawn(self, items: Sequence[_Item]) -> None:
+        """Start a task per item. On Python 3.12+ tasks start eagerly (the loop's task
+        factory): a call that finishes without suspending is done here, in its task,
+        before the next item starts."""
         assert self._loop is not None
         create, keep = self._loop.create_task, self._tasks.add
         for key, job, ctx in items:
-            keep(create(self._one(key, job, ctx)))  # the loop holds tasks weakly: we hold them
+            task = create(self._one(key, job, ctx))
+            if not task.done():  # the loop holds tasks weakly: we hold them until done
+                keep(task)
 
     async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
         try:

@@ -1,0 +1,142 @@
+"""The Executor's coroutine path: one task per call (started eagerly on Python 3.12+).
+
+Whether a call finishes without suspending or not, its outcome, its context
+(contextvars, the current task, cancel) and its failures are the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from bunq import Job, JobContext, JobOptions, JobState
+from bunq.errors import JobCancelled
+from bunq.execution import Executor, Outcome
+
+VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+def job(i: int, timeout: int | None = None) -> Job:
+    return Job(id=f"j{i}", queue="q", name="n", data={"i": i}, state=JobState.ACTIVE,
+               opts=JobOptions(timeout=timeout))  # fmt: skip
+
+
+def run_all(handler: Callable[..., Any], jobs: list[Job],
+            ctxs: list[JobContext | None] | None = None,
+            during: Callable[[], None] | None = None) -> dict[str, Outcome]:  # fmt: skip
+    """Start ``jobs`` on one executor; return each job's outcome by id."""
+    with Executor(handler, 10) as ex:
+        ex.start([(j.id, j, c) for j, c in zip(jobs, ctxs or [None] * len(jobs), strict=True)])
+        if during is not None:
+            during()
+        got = dict(ex.done.get(timeout=10) for _ in jobs)
+    return got
+
+
+def test_calls_that_never_suspend_and_calls_that_do_both_settle() -> None:
+    async def handler(j: Job) -> Any:
+        if j.data["i"] % 2:
+            await asyncio.sleep(0.01)  # suspends: finished by a task
+            await asyncio.sleep(0)  # a bare yield is forwarded too
+            return j.data["i"] * 10
+        return None if j.data["i"] == 0 else j.data["i"]
+
+    got = run_all(handler, [job(i) for i in range(6)])
+    assert [(got[f"j{i}"].ok, got[f"j{i}"].result) for i in range(6)] == [
+        (True, None), (True, 10), (True, 2), (True, 30), (True, 4), (True, 50)]  # fmt: skip
+
+
+def test_failures_before_and_after_the_first_suspension() -> None:
+    async def handler(j: Job) -> None:
+        if j.data["i"] == 1:
+            await asyncio.sleep(0.01)
+        raise ValueError(f"boom {j.data['i']}")
+
+    got = run_all(handler, [job(0), job(1)])
+    assert [str(got[k].error) for k in ("j0", "j1")] == ["boom 0", "boom 1"]
+    assert not got["j0"].ok and not got["j0"].timed_out and not got["j0"].cancelled
+
+
+def test_a_handler_runs_in_its_own_task() -> None:
+    """``asyncio.current_task()`` (``asyncio.timeout``, ``wait_for`` on 3.12+, anyio's
+    cancel scopes) works from the handler's first line, before anything suspended it."""
+
+    async def handler(j: Job) -> str:
+        task = asyncio.current_task()
+        await asyncio.wait_for(asyncio.sleep(0.01 if j.data["i"] else 0), 5)
+        assert asyncio.current_task() is task
+        return type(task).__name__
+
+    got = run_all(handler, [job(0), job(1)])
+    assert got["j0"].ok and got["j1"].ok, got
+    assert got["j0"].result == got["j1"].result == "Task"
+
+
+def test_each_call_has_its_own_context_across_its_suspension() -> None:
+    seen: dict[int, str] = {}
+
+    async def handler(j: Job) -> None:
+        i = j.data["i"]
+        assert VAR.get() == "unset"  # nothing leaks from the calls started before it
+        VAR.set(f"v{i}")
+        await asyncio.sleep(0.01 if i % 2 else 0)
+        seen[i] = VAR.get()
+
+    got = run_all(handler, [job(i) for i in range(4)])
+    assert all(o.ok for o in got.values()), got
+    assert seen == {i: f"v{i}" for i in range(4)}
+
+
+def test_a_cancel_reaches_a_suspended_call_as_cancelled_error() -> None:
+    started, saw = threading.Event(), []
+
+    async def handler(j: Job, ctx: JobContext) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            saw.append("CancelledError")
+            raise
+        return "not cancelled"
+
+    ctx = JobContext(job(0), None)
+
+    def cancel() -> None:
+        assert started.wait(5)
+        ctx.cancel()
+
+    got = run_all(handler, [job(0)], [ctx], during=cancel)["j0"]
+    assert got.cancelled and isinstance(got.error, JobCancelled) and saw == ["CancelledError"]
+
+
+def test_a_call_cancelled_before_it_started_settles_cancelled() -> None:
+    async def handler(j: Job, ctx: JobContext) -> str:
+        if j.data["i"]:
+            await asyncio.sleep(10)  # the bound task is cancelled at once
+        return "returned"
+
+    ctxs: list[JobContext | None] = [JobContext(job(i), None) for i in range(2)]
+    for c in ctxs:
+        assert c is not None
+        c.cancel()
+    got = run_all(handler, [job(0), job(1)], ctxs)
+    assert got["j0"].cancelled and got["j1"].cancelled
+
+
+def test_timed_calls_and_awaitables_that_are_not_coroutines() -> None:
+    class Handler:
+        async def _later(self, v: int) -> int:
+            await asyncio.sleep(0.01)
+            return v
+
+        async def __call__(self, j: Job) -> Any:  # a callable object, coroutine __call__
+            if j.opts.timeout is not None:
+                await asyncio.sleep(1)  # past its timeout: cancelled by wait_for
+            return await asyncio.ensure_future(self._later(j.data["i"]))
+
+    got = run_all(Handler(), [job(1), job(2, timeout=50)])
+    assert got["j1"].ok and got["j1"].result == 1
+    assert not got["j2"].ok and got["j2"].timed_out
