@@ -48,14 +48,16 @@ log = logging.getLogger("bunq.worker")
 
 
 class _Held:
-    """Leases this worker holds: one :class:`JobContext` per job id, which carries the
+    """Leases this worker holds: one :class:`JobContext` per lease, which carries the
     lease and when the run started (``ctx.started``): one entry to add and one to drop
-    per job."""
+    per job. Keyed by the lease object, not the job id: a job that timed out here (its
+    handler still running) may be retried and leased here again, and the two runs are
+    two entries (the held lease object keeps its ``id()`` unique while it is held)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.runs: dict[str, JobContext] = {}
-        self.timed_out: set[str] = set()
+        self.runs: dict[int, JobContext] = {}
+        self.timed_out: set[int] = set()  # leases the heartbeat failed (timeout)
 
 
 MAX_CONCURRENCY = 100_000  # jobs at once, or per lease call
@@ -194,7 +196,7 @@ class Worker:
         with self._held.lock:
             runs = self._held.runs
             for ctx in ctxs:
-                runs[ctx.job.id] = ctx
+                runs[id(ctx.lease)] = ctx
         if wants(backend, EventKind.ACTIVE, self.queue):
             publish(backend, active_events(leases, backend.clock()))
         return ctxs
@@ -260,7 +262,7 @@ class Worker:
         held = self._held
         if held.timed_out:  # the heartbeat settled these already (failed, timeout)
             with held.lock:
-                done = [(lease, o) for lease, o in done if lease.job.id not in held.timed_out]
+                done = [(lease, o) for lease, o in done if id(lease) not in held.timed_out]
         try:
             settled = settle_batch(self.backend, done, self.metrics)
             n_ok = 0
@@ -274,14 +276,14 @@ class Worker:
             with held.lock:
                 pop = held.runs.pop
                 for lease, _ in done:
-                    pop(lease.job.id, None)
+                    pop(id(lease), None)
                 if held.timed_out:
                     for lease, _ in done:
-                        held.timed_out.discard(lease.job.id)
+                        held.timed_out.discard(id(lease))
 
-    def _forget(self, job_id: str) -> None:
-        self._held.runs.pop(job_id, None)
-        self._held.timed_out.discard(job_id)
+    def _forget(self, lease: Lease) -> None:
+        self._held.runs.pop(id(lease), None)
+        self._held.timed_out.discard(id(lease))
 
     def _count(self, lease: Lease, s: Settled) -> None:
         if s.answer is None:  # not recorded (logged): the lease expires, the job runs again
@@ -298,7 +300,7 @@ class Worker:
         give_back(self.backend, leases, observer=self.metrics)
         with self._held.lock:
             for lease in leases:
-                self._forget(lease.id)
+                self._forget(lease)
 
     # -- background duties -------------------------------------------------------------
     def _maybe_sweep(self) -> None:
@@ -344,12 +346,12 @@ class Worker:
         now = time.monotonic()
         expired: list[Lease] = []
         with self._held.lock:
-            for jid, ctx in self._held.runs.items():
+            for key, ctx in self._held.runs.items():
                 started, timeout = ctx.started, ctx.job.opts.timeout
                 if timeout is not None and started is not None \
-                        and jid not in self._held.timed_out \
+                        and key not in self._held.timed_out \
                         and (now - started) * 1000 > timeout:  # fmt: skip
-                    self._held.timed_out.add(jid)
+                    self._held.timed_out.add(key)
                     expired.append(ctx.lease)  # type: ignore[arg-type]
         for lease in expired:
             err = TimeoutError(f"timed out after {lease.job.opts.timeout} ms")

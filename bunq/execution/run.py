@@ -30,6 +30,11 @@ Clock = Callable[[], int]
 _Item = tuple[Any, Job, "JobContext | None"]  # what Executor.start takes: (key, job, ctx)
 
 
+class HandlerCancelled(Exception):
+    """A coroutine handler raised :class:`asyncio.CancelledError` while nobody had
+    cancelled its job: its attempt fails (and is retried by the job's policy)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What one handler call did.
@@ -109,10 +114,14 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
                 result = await _timed(result, job.opts.timeout)
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
-    except asyncio.CancelledError:
-        if ctx is None or not ctx.cancelled:
-            raise
-        return _cancelled(job, start, clock, t0)
+    except asyncio.CancelledError as exc:
+        if ctx is not None and ctx.cancelled:
+            return _cancelled(job, start, clock, t0)
+        # Nobody cancelled the job: the handler raised it (or let an inner task's escape).
+        # Its attempt fails like any error; re-raised, it would end the executor's task
+        # with no outcome, and the driver would hold the job and its slot until closed.
+        err = HandlerCancelled(f"the handler raised CancelledError{f': {exc}' if str(exc) else ''}")
+        return Outcome(False, None, err, _ms(start), False, _took(clock, t0))
     except Exception as exc:
         if ctx is not None and ctx.cancelled:
             return _cancelled(job, start, clock, t0)

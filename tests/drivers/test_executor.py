@@ -15,6 +15,7 @@ from typing import Any
 from bunq import Job, JobContext, JobOptions, JobState
 from bunq.errors import JobCancelled
 from bunq.execution import Executor, Outcome
+from bunq.execution.run import HandlerCancelled
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
@@ -140,3 +141,19 @@ def test_timed_calls_and_awaitables_that_are_not_coroutines() -> None:
     got = run_all(Handler(), [job(1), job(2, timeout=50)])
     assert got["j1"].ok and got["j1"].result == 1
     assert not got["j2"].ok and got["j2"].timed_out
+
+
+def test_a_cancelled_error_nobody_asked_for_fails_the_attempt() -> None:
+    """A handler that raises CancelledError itself (no cancel of its job) gets an outcome:
+    re-raised, the executor's task would end without one and the driver hold the job."""
+
+    async def handler(j: Job, ctx: JobContext) -> None:
+        if j.data["i"]:
+            await asyncio.sleep(0)  # after a suspension too
+        raise asyncio.CancelledError("gave up")
+
+    ctxs: list[JobContext | None] = [JobContext(job(i), None) for i in range(2)]
+    got = run_all(handler, [job(0), job(1)], ctxs)
+    for o in got.values():
+        assert not o.ok and not o.cancelled and isinstance(o.error, HandlerCancelled)
+        assert "gave up" in str(o.error)

@@ -164,6 +164,35 @@ def test_timeout_fails_the_attempt(queue: Queue) -> None:
     assert got.reason is FailureReason.TIMEOUT and got.state is JobState.FAILED
 
 
+def test_a_retry_leased_while_the_timed_out_run_still_runs_is_its_own_run(queue: Queue) -> None:
+    """The first run outlives its timeout (a thread cannot be stopped) and its retry is
+    leased by the same Worker meanwhile: the retry's lease is kept alive and its result
+    recorded; the late first run changes nothing."""
+    runs: list[int] = []
+    first_returned = threading.Event()
+
+    def handler(job: Any) -> str:
+        runs.append(job.attempts)
+        if len(runs) == 1:
+            time.sleep(2.0)  # past its timeout, and past the retry's whole run
+            first_returned.set()
+            return "late"
+        time.sleep(0.5)  # within the timeout, longer than the lease: it must be extended
+        return "retry"
+
+    job = queue.add("slow", timeout=700, attempts=3, backoff=1)
+    w = Worker("w", handler, queue.backend, concurrency=2, lease_ms=300).start()
+    try:
+        wait_for(lambda: queue.get_state(job.id) is JobState.COMPLETED, 10)
+        assert first_returned.wait(5)
+        time.sleep(0.2)  # the late run's outcome is collected (and dropped)
+    finally:
+        w.close()
+    got = queue.get_job(job.id)
+    assert got.result == "retry" and got.state is JobState.COMPLETED
+    assert len(runs) == 2
+
+
 def test_async_timeout_cancels(queue: Queue) -> None:
     async def handler(job: Any) -> None:
         await asyncio.sleep(5)
