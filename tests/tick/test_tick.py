@@ -221,9 +221,18 @@ def test_concurrency_overlaps_plain_functions(make_backend: Callable[..., Any]) 
     be = make_backend("sqlite")
     Queue("t", be).add_bulk([("n", i) for i in range(16)])
     before = threading.active_count()
-    t0 = time.monotonic()
-    r = tick("t", lambda job: time.sleep(0.03), be, max=16, concurrency=4)
-    assert r.succeeded == 16 and time.monotonic() - t0 < 16 * 0.03 * 0.85  # 1x would be serial
+    lock, running, peak = threading.Lock(), [0], [0]
+
+    def handler(job: Any) -> None:  # counts the calls running at once (no wall-clock bound)
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+
+    r = tick("t", handler, be, max=16, concurrency=4)
+    assert r.succeeded == 16 and 2 <= peak[0] <= 4  # 1 would be serial; never past 4
     assert threading.active_count() == before  # the pool was joined
 
 
