@@ -25,6 +25,8 @@ import tempfile
 import time
 from typing import Any
 
+from use_tree import use_tree
+
 PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v2",
            "pad": "x" * 40}  # fmt: skip
 #: one PUSHB job as bunqueue 2.9.5's JS client sends ``addBulk([{name, data}])``
@@ -121,11 +123,7 @@ def main() -> None:
         help="instructions per job under valgrind (deterministic, load-proof)",
     )
     args = ap.parse_args()
-    if args.tree:  # the editable install's finder would win over sys.path: drop it
-        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
-        sys.path.insert(0, os.path.abspath(args.tree))
-    else:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    use_tree(args.tree)
     if args.instructions:
         out = {
             "tree": args.tree or ".",

@@ -29,13 +29,10 @@ import bunq.backends.sql.postgres as pg  # noqa: E402
 import bunq.backends.sql.store as store  # noqa: E402
 from bunq import Queue, connect  # noqa: E402
 
+sys.path.append(os.path.join(ROOT, "bench"))  # last: bench/redis.py must not shadow redis
+from workloads import PAYLOAD  # noqa: E402
+
 PG = os.environ.get("BUNQ_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
-PAYLOAD = {
-    "user": 12345,
-    "email": "someone@example.com",
-    "template": "welcome-v2",
-    "pad": "x" * 40,
-}  # fmt: skip  (bench/workloads.py's)
 PAUSED = store.paused_gc
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from use_tree import use_tree
 
 PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v2",
            "pad": "x" * 40}  # fmt: skip
@@ -94,11 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tree", help="import bunq from this tree instead of the installed one")
     args = ap.parse_args()
-    if args.tree:  # the editable install's finder would win over sys.path: drop it
-        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
-        sys.path.insert(0, os.path.abspath(args.tree))
-    else:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    use_tree(args.tree)
     import bunq
 
     out: dict[str, Any] = {"tree": os.path.dirname(os.path.dirname(bunq.__file__))}
