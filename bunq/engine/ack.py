@@ -58,14 +58,11 @@ def complete_many(core: Core, items: Sequence[tuple[Lease, Any]]) -> list[Settle
             by_shard.setdefault(route(lease.job.queue), []).append(i)
     released: list[Rec] = []
     for shard, idxs in by_shard.items():
-        get = shard.jobs.get
         with shard.lock, core.xlock:
             now = core.clock()
             for i in idxs:
-                lease = items[i][0]
-                rec = get(lease.job.id)  # the fence (_fenced), inline: once per job
-                if (rec is None or rec.state is not ACTIVE or rec.token != lease.token
-                        or rec.attempts != lease.attempt):  # fmt: skip
+                rec = _fenced(shard, items[i][0])
+                if rec is None:
                     continue
                 _complete_one(core, shard, rec, blobs[i], now, released)
                 out[i] = OK

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .._core import BoundedSet, LRUCache, shard_for
-from ..batching import paused_gc as paused_gc  # bulk calls of the engine pause the GC
 from ..errors import DependencyError
 from ..job import now_ms
 from ..validate import queue_name as check_queue_name

@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
+from ..batching import BULK, paused_gc
 from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
 from ..job import Job, NewJob, UniqueStrategy, admitted_job, check_new_jobs
-from .core import Core, paused_gc
+from .core import Core
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
-BULK = 64  # calls with this many jobs pause the cyclic GC (see core.paused_gc)
 
 
 def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
