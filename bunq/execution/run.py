@@ -11,11 +11,12 @@ whose context was cancelled while it ran ends ``cancelled`` however it returned.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -98,15 +99,17 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
 
 
 async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
-                    ctx: JobContext | None = None, pass_ctx: bool = False) -> Outcome:  # fmt: skip
+                    ctx: JobContext | None = None, pass_ctx: bool = False,
+                    bind: bool = True) -> Outcome:  # fmt: skip
     """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation; a cancelled
-    ``ctx`` cancels it too (CancelledError inside the handler)."""
+    ``ctx`` cancels it too (CancelledError inside the handler). ``bind=False``: the
+    caller binds ``ctx`` to the task itself (:meth:`Executor._spawn`)."""
     t0 = clock() if clock is not None else 0
     start = time.perf_counter()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if inspect.isawaitable(result):
-            if ctx is not None:  # a cancel cancels the task awaiting the handler: this one
+            if ctx is not None and bind:  # a cancel cancels the task awaiting the handler
                 _bind(ctx)
             if job.opts.timeout is None:
                 result = await result  # no wrapping coroutine when nothing is timed
@@ -184,11 +187,15 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._create: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None
+        self._step: tuple[Callable[[], object], contextvars.Context] | None = None
         if self.is_async:
             self._loop = asyncio.new_event_loop()
             eager = getattr(asyncio, "eager_task_factory", None)
             if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
                 self._loop.set_task_factory(eager)
+            else:  # Python 3.11: the same, by _start_eagerly
+                self._create = self._start_eagerly
             self._threads.append(threading.Thread(target=self._loop.run_forever,
                                                   name=f"{name}-loop", daemon=True))  # fmt: skip
         elif not self.inline:
@@ -224,22 +231,60 @@ class Executor:
             put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
     def _spawn(self, items: Sequence[_Item]) -> None:
-        """Start a task per item. On Python 3.12+ tasks start eagerly (the loop's task
-        factory): a call that finishes without suspending is done here, in its task,
-        before the next item starts."""
-        assert self._loop is not None
-        create, keep = self._loop.create_task, self._tasks.add
+        """Start a task per item. Tasks start eagerly (3.12+: the loop's task factory;
+        3.11: :meth:`_start_eagerly`): a call that finishes without suspending is done
+        here, in its task, before the next item starts.
+
+        A task that suspended is bound to its context now (a cancel cancels it): one
+        that finished needs no binding, and a cancel requested during its first step
+        (from another thread: it reaches the loop after this) is seen by ``bind``, or
+        by run_async's check of ``ctx.cancelled`` when the call returned."""
+        loop = self._loop
+        assert loop is not None
+        create, keep = self._create or loop.create_task, self._tasks.add
         for key, job, ctx in items:
             task = create(self._one(key, job, ctx))
             if not task.done():  # the loop holds tasks weakly: we hold them until done
                 keep(task)
+                if ctx is not None:
+                    ctx.bind(loop, task)
+
+    def _start_eagerly(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task whose first step runs now, as 3.12's ``eager_task_factory`` does (on
+        3.11, where there is none): a call that never suspends is done on return, with
+        no loop turn, no handle and no second wake-up of the loop per batch.
+
+        It is an ordinary :class:`asyncio.Task` (``current_task()``, ``cancel()``,
+        its own copy of the context), whose constructor schedules its first step with
+        ``loop.call_soon(step, context=...)``: for that one call, ``call_soon`` is
+        this executor's :meth:`_grab` (an attribute of the loop object, the loop's own
+        again at once), and the step runs here, in the task's context. Only the
+        executor's private loop, on its own thread, is touched this way."""
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon = self._grab  # type: ignore[method-assign]
+        try:
+            task = asyncio.Task(coro, loop=loop)
+        finally:
+            del loop.call_soon
+        step, self._step = self._step, None
+        assert step is not None, "Task() scheduled its first step"
+        step[1].run(step[0])
+        return task
+
+    def _grab(self, callback: Callable[[], object], *args: Any,
+              context: contextvars.Context | None = None) -> None:  # fmt: skip
+        assert not args and context is not None, "only Task() calls it"
+        self._step = (callback, context)
 
     async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
         try:
             give = self.with_context and ctx is not None
-            self.done.put((key, await run_async(self.handler, job, self.clock, ctx, give)))
+            out = await run_async(self.handler, job, self.clock, ctx, give, bind=False)
+            self.done.put((key, out))
         finally:  # itself, not a done callback: one loop callback fewer per job
-            self._tasks.discard(asyncio.current_task())
+            if self._tasks:  # empty while every call finishes in its first step
+                self._tasks.discard(asyncio.current_task())
 
     def close(self) -> None:
         """Wait for started jobs (threads), stop the loop thread; idempotent."""
