@@ -262,7 +262,7 @@ class Executor:
         executor's private loop, on its own thread, is touched this way."""
         loop = self._loop
         assert loop is not None
-        loop.call_soon = self._grab  # type: ignore[method-assign]
+        loop.call_soon = self._grab  # type: ignore[method-assign, assignment]
         try:
             task = asyncio.Task(coro, loop=loop)
         finally:
