@@ -174,10 +174,14 @@ class Executor:
 
     :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
         driver's estimates (tick's deadline).
+    :param loop_thread: False: a coroutine handler's loop gets no thread of its own;
+        the driver runs it (:meth:`run_loop`) and calls :meth:`start` from the loop's
+        own callbacks (no hop between threads per batch); :attr:`wake`, if set, is
+        called on the loop thread after each outcome is put in ``done``.
     """
 
     def __init__(self, handler: Handler, concurrency: int, *, clock: Clock | None = None,
-                 name: str = "bunq-job") -> None:  # fmt: skip
+                 name: str = "bunq-job", loop_thread: bool = True) -> None:  # fmt: skip
         self.handler, self.clock = tracing.traced(handler), clock
         self.is_async = is_async(handler)
         self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
@@ -189,6 +193,7 @@ class Executor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._create: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None
         self._step: tuple[Callable[[], object], contextvars.Context] | None = None
+        self.wake: Callable[[], None] | None = None
         if self.is_async:
             self._loop = asyncio.new_event_loop()
             eager = getattr(asyncio, "eager_task_factory", None)
@@ -196,8 +201,9 @@ class Executor:
                 self._loop.set_task_factory(eager)
             else:  # Python 3.11: the same, by _start_eagerly
                 self._create = self._start_eagerly
-            self._threads.append(threading.Thread(target=self._loop.run_forever,
-                                                  name=f"{name}-loop", daemon=True))  # fmt: skip
+            if loop_thread:
+                run = self._loop.run_forever
+                self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))
         elif not self.inline:
             for i in range(concurrency):
                 t = threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
@@ -215,7 +221,10 @@ class Executor:
         ``done``. ``ctx`` (or None) reaches handlers that take one; a coroutine handler's
         task is bound to it, so that a cancel cancels the handler."""
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._spawn, items)
+            if self._threads:
+                self._loop.call_soon_threadsafe(self._spawn, items)
+            else:  # loop_thread=False: called on the loop's thread, in a callback
+                self._spawn(items)
         elif self._threads:
             put = self._jobs.put
             for item in items:
@@ -282,9 +291,23 @@ class Executor:
             give = self.with_context and ctx is not None
             out = await run_async(self.handler, job, self.clock, ctx, give, bind=False)
             self.done.put((key, out))
+            if self.wake is not None:
+                self.wake()
         finally:  # itself, not a done callback: one loop callback fewer per job
             if self._tasks:  # empty while every call finishes in its first step
                 self._tasks.discard(asyncio.current_task())
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """A coroutine handler's event loop (None for sync handlers)."""
+        return self._loop
+
+    def run_loop(self) -> None:
+        """Run the loop on this thread until ``loop.stop()`` (``loop_thread=False``);
+        then shut its default executor down (the driver's waits ran there)."""
+        assert self._loop is not None and not self._threads, "loop_thread=False only"
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._loop.shutdown_default_executor())
 
     def close(self) -> None:
         """Wait for started jobs (threads), stop the loop thread; idempotent."""
@@ -292,6 +315,8 @@ class Executor:
             if self._threads:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._threads[0].join()
+                self._loop.close()
+            elif not self._loop.is_closed() and not self._loop.is_running():
                 self._loop.close()
         else:
             for _ in self._threads:
