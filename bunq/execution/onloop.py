@@ -20,6 +20,10 @@ from .context import JobContext
 from .run import Executor, Outcome
 
 Ready = list[tuple[Lease, Outcome]]
+# Rounds one turn runs while no call is suspended (none waits on the loop): the loop's
+# other callbacks (a cancel, a timer, a task a handler left running) wait at most this
+# many batches for their turn (a turn of the loop per batch was a poll per batch).
+BATCHES_PER_TURN = 8
 
 
 class OnLoop:
@@ -77,11 +81,18 @@ class OnLoop:
     def _turn(self) -> None:
         self.parked, self.timer = False, None
         try:
-            self._step()
+            for _ in range(BATCHES_PER_TURN):
+                if not self._step():
+                    return  # it waits: for an outcome, a timer or work
+                if self.ex.suspended:
+                    break  # a call waits on the loop: one turn of it first
+            self.loop.call_soon(self._turn)
         except BaseException as exc:  # ends the worker, as in _loop_concurrent
             self._fail(exc)
 
-    def _step(self) -> None:
+    def _step(self) -> bool:
+        """One lease-start-settle round; True: go on at once (else it has set up what
+        calls the next turn, or stopped the loop)."""
         done = self.ex.done
         ready: Ready = []
         try:
@@ -96,7 +107,7 @@ class OnLoop:
         stopping = self.stop.is_set()
         if stopping and not self.inflight:
             self.loop.stop()
-            return
+            return False
         free = self.concurrency - self.inflight
         ctxs = self.lease(min(free, self.batch)) if free > 0 and not stopping else []
         if ctxs:
@@ -108,8 +119,9 @@ class OnLoop:
         if not self.inflight:
             self.loop.run_in_executor(None, self.idle).add_done_callback(self._idle_done)
         elif not done.empty() or (ctxs and self.inflight < self.concurrency):
-            self.loop.call_soon(self._turn)
+            return True
         else:  # every slot busy, or nothing to lease now: wait for an outcome
             self.parked = True
             if self.inflight < self.concurrency:
                 self.timer = self.loop.call_later(0.05, self._turn)
+        return False

@@ -16,6 +16,7 @@ import inspect
 import queue
 import threading
 import time
+import types
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -59,6 +60,7 @@ class Outcome:
 # fast handler's outcome costs (the dataclass's frozen __init__).
 _OK_NONE = Outcome(True)
 _perf = time.perf_counter
+_Coro = types.CoroutineType
 
 
 def _ok(result: Any, ms: int, took: int) -> Outcome:
@@ -105,10 +107,10 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
     ``ctx`` cancels it too (CancelledError inside the handler). ``bind=False``: the
     caller binds ``ctx`` to the task itself (:meth:`Executor._spawn`)."""
     t0 = clock() if clock is not None else 0
-    start = time.perf_counter()
+    start = _perf()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
-        if inspect.isawaitable(result):
+        if type(result) is _Coro or inspect.isawaitable(result):  # a coroutine: no call
             if ctx is not None and bind:  # a cancel cancels the task awaiting the handler
                 _bind(ctx)
             if job.opts.timeout is None:
@@ -131,7 +133,10 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
     if ctx is not None and ctx.cancelled:
         return _cancelled(job, start, clock, t0)
-    return _ok(result, _ms(start), _took(clock, t0))
+    ms = int((_perf() - start) * 1000)
+    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
+        return _OK_NONE
+    return _ok(result, ms, _took(clock, t0))
 
 
 def _bind(ctx: JobContext) -> None:
@@ -250,9 +255,9 @@ class Executor:
         by run_async's check of ``ctx.cancelled`` when the call returned."""
         loop = self._loop
         assert loop is not None
-        create, keep = self._create or loop.create_task, self._tasks.add
+        create, keep, one = self._create or loop.create_task, self._tasks.add, self._one
         for key, job, ctx in items:
-            task = create(self._one(key, job, ctx))
+            task = create(one(key, job, ctx))
             if not task.done():  # the loop holds tasks weakly: we hold them until done
                 keep(task)
                 if ctx is not None:
@@ -296,6 +301,11 @@ class Executor:
         finally:  # itself, not a done callback: one loop callback fewer per job
             if self._tasks:  # empty while every call finishes in its first step
                 self._tasks.discard(asyncio.current_task())
+
+    @property
+    def suspended(self) -> bool:
+        """Some coroutine call started and suspended, not finished yet."""
+        return bool(self._tasks)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
