@@ -2,8 +2,10 @@
 
 Sync handlers run inline when ``concurrency == 1`` (no thread hop per job)
 and on a thread pool otherwise; coroutine handlers run on one event-loop
-thread, up to ``concurrency`` at a time. A heartbeat thread extends every
-held lease at a third of its length and fails attempts that outlive
+thread, up to ``concurrency`` at a time (over the memory engine, the worker's
+own thread: it leases and settles between calls, :class:`~bunq.execution.OnLoop`).
+A heartbeat thread extends every held lease at a third of its length and fails
+attempts that outlive
 ``opts.timeout`` (reason timeout). Completions are settled in batches.
 """
 

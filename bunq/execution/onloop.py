@@ -50,6 +50,7 @@ class OnLoop:
         self.parked = False  # waiting for ex.wake (or the timer)
         self.timer: asyncio.TimerHandle | None = None
         self.failed: list[BaseException] = []
+        self.ended = False  # the loop was stopped: a late callback starts nothing
 
     def run(self) -> None:
         """Run the loop on this thread until stopped with nothing in flight; an error in
@@ -76,10 +77,16 @@ class OnLoop:
 
     def _fail(self, exc: BaseException) -> None:
         self.failed.append(exc)
+        self._end()
+
+    def _end(self) -> None:
+        self.ended = True
         self.loop.stop()
 
     def _turn(self) -> None:
         self.parked, self.timer = False, None
+        if self.ended:  # run_loop's shutdown turns the loop again (a timer, an outcome)
+            return
         try:
             for _ in range(BATCHES_PER_TURN):
                 if not self._step():
@@ -106,7 +113,7 @@ class OnLoop:
             self.settle(ready)
         stopping = self.stop.is_set()
         if stopping and not self.inflight:
-            self.loop.stop()
+            self._end()
             return False
         free = self.concurrency - self.inflight
         ctxs = self.lease(min(free, self.batch)) if free > 0 and not stopping else []

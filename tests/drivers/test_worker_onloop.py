@@ -74,6 +74,32 @@ def test_suspended_calls_go_on_while_instant_ones_flow(queue: Queue) -> None:
     assert w.processed == 3004 and w.failed == 0
 
 
+def test_a_task_a_handler_left_running_gets_turns_while_jobs_flow(queue: Queue) -> None:
+    """With no call suspended, rounds of lease-start-settle run back to back, but only
+    ``BATCHES_PER_TURN`` per loop turn: the loop's other tasks still run meanwhile."""
+    count = 0
+    at_end: list[int] = []
+    keep: list[asyncio.Task[None]] = []
+
+    async def ticker() -> None:
+        for _ in range(10):
+            await asyncio.sleep(0)  # one loop turn each
+        at_end.append(count)
+
+    async def handler(job: Job) -> None:
+        nonlocal count
+        count += 1
+        if job.name == "spawn":
+            keep.append(asyncio.get_running_loop().create_task(ticker()))
+
+    queue.add("spawn")
+    queue.add_bulk([("n", i) for i in range(5000)])
+    w = Worker("w", handler, queue.backend, concurrency=10).start()
+    wait_for(lambda: queue.counts()["completed"] == 5001)
+    w.close()
+    assert at_end and at_end[0] < 2500, at_end  # 10 turns: about 800 jobs, not all
+
+
 def test_async_timeout_cancels_over_memory(queue: Queue) -> None:
     cancelled = threading.Event()
 
