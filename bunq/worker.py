@@ -5,8 +5,8 @@ and on a thread pool otherwise; coroutine handlers run on one event-loop
 thread, up to ``concurrency`` at a time (over the memory engine, the worker's
 own thread: it leases and settles between calls, :class:`~bunq.execution.OnLoop`).
 A heartbeat thread extends every held lease at a third of its length and fails
-attempts that outlive
-``opts.timeout`` (reason timeout). Completions are settled in batches.
+attempts that outlive ``opts.timeout`` (reason timeout). Completions are settled
+in batches.
 """
 
 from __future__ import annotations
