@@ -204,8 +204,8 @@ class Executor:
             eager = getattr(asyncio, "eager_task_factory", None)
             if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
                 self._loop.set_task_factory(eager)
-            else:  # Python 3.11: the same, by _start_eagerly
-                self._create = self._start_eagerly
+            elif hasattr(self._loop, "__dict__"):  # 3.11: the same, by _start_eagerly
+                self._create = self._start_eagerly  # (not on a loop with no attributes)
             if loop_thread:
                 run = self._loop.run_forever
                 self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))
@@ -273,7 +273,8 @@ class Executor:
         ``loop.call_soon(step, context=...)``: for that one call, ``call_soon`` is
         this executor's :meth:`_grab` (an attribute of the loop object, the loop's own
         again at once), and the step runs here, in the task's context. Only the
-        executor's private loop, on its own thread, is touched this way."""
+        executor's private loop is touched this way; a loop object that takes no
+        attribute (uvloop's) keeps ``create_task``, whose first step waits a turn."""
         loop = self._loop
         assert loop is not None
         loop.call_soon = self._grab  # type: ignore[method-assign, assignment]
