@@ -2,9 +2,11 @@
 
 Sync handlers run inline when ``concurrency == 1`` (no thread hop per job)
 and on a thread pool otherwise; coroutine handlers run on one event-loop
-thread, up to ``concurrency`` at a time. A heartbeat thread extends every
-held lease at a third of its length and fails attempts that outlive
-``opts.timeout`` (reason timeout). Completions are settled in batches.
+thread, up to ``concurrency`` at a time (over the memory engine, the worker's
+own thread: it leases and settles between calls, :class:`~bunq.execution.OnLoop`).
+A heartbeat thread extends every held lease at a third of its length and fails
+attempts that outlive ``opts.timeout`` (reason timeout). Completions are settled
+in batches.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from .execution import (
     Executor,
     Handler,
     JobContext,
+    OnLoop,
     Outcome,
     Settled,
     give_back,
+    is_async,
     poll_cancels,
     prune_cancels,
     settle_batch,
@@ -155,10 +159,15 @@ class Worker:
     def _run(self) -> None:
         beat = threading.Thread(target=self._heartbeat, name="bunq-heartbeat", daemon=True)
         beat.start()
-        ex = Executor(self.handler, self.concurrency)
+        # A coroutine handler over the memory engine (whose calls never wait on I/O): the
+        # loop runs on this thread, which leases and settles in the loop's callbacks.
+        on_loop = self.backend.kind == "memory" and is_async(self.handler)
+        ex = Executor(self.handler, self.concurrency, loop_thread=not on_loop)
         try:
             if ex.inline:
                 self._loop_inline(ex)
+            elif on_loop:
+                self._loop_on_loop(ex)
             else:
                 self._loop_concurrent(ex)
         finally:
@@ -257,6 +266,11 @@ class Worker:
                 continue
             inflight -= len(ready)
             self._settle(ready)
+
+    def _loop_on_loop(self, ex: Executor) -> None:
+        """:meth:`_loop_concurrent` as callbacks of the handler's loop, on this thread."""
+        OnLoop(ex, self.concurrency, self.batch, self._stop, self._lease, self._settle,
+               self._idle).run()  # fmt: skip
 
     def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
         held = self._held

@@ -2,7 +2,8 @@
 
 - :mod:`.run`: :func:`run_sync` / :func:`run_async` turn one handler call into
   an :class:`Outcome`; :class:`Executor` is where calls run (inline, threads,
-  one event loop).
+  one event loop); :class:`OnLoop` runs a Worker's loop on its handler's event
+  loop (memory engine, coroutine handler).
 - :mod:`.context`: :class:`JobContext` (progress, log, extend, cancelled) and the
   cancel requests drivers poll.
 - :mod:`.settle`: :func:`settle_batch` records outcomes under their leases'
@@ -27,6 +28,7 @@ from .context import (
     takes_context,
 )
 from .observe import Observer, Observers
+from .onloop import OnLoop
 from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
 from .settle import (
     SETTLE_RETRIES,
@@ -47,6 +49,7 @@ __all__ = [
     "JobContext",
     "Observer",
     "Observers",
+    "OnLoop",
     "Outcome",
     "Settled",
     "decision_for",

@@ -11,11 +11,13 @@ whose context was cancelled while it ran ends ``cancelled`` however it returned.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -58,6 +60,7 @@ class Outcome:
 # fast handler's outcome costs (the dataclass's frozen __init__).
 _OK_NONE = Outcome(True)
 _perf = time.perf_counter
+_Coro = types.CoroutineType
 
 
 def _ok(result: Any, ms: int, took: int) -> Outcome:
@@ -98,15 +101,17 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
 
 
 async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
-                    ctx: JobContext | None = None, pass_ctx: bool = False) -> Outcome:  # fmt: skip
+                    ctx: JobContext | None = None, pass_ctx: bool = False,
+                    bind: bool = True) -> Outcome:  # fmt: skip
     """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation; a cancelled
-    ``ctx`` cancels it too (CancelledError inside the handler)."""
+    ``ctx`` cancels it too (CancelledError inside the handler). ``bind=False``: the
+    caller binds ``ctx`` to the task itself (:meth:`Executor._spawn`)."""
     t0 = clock() if clock is not None else 0
-    start = time.perf_counter()
+    start = _perf()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
-        if inspect.isawaitable(result):
-            if ctx is not None:  # a cancel cancels the task awaiting the handler: this one
+        if type(result) is _Coro or inspect.isawaitable(result):  # a coroutine: no call
+            if ctx is not None and bind:  # a cancel cancels the task awaiting the handler
                 _bind(ctx)
             if job.opts.timeout is None:
                 result = await result  # no wrapping coroutine when nothing is timed
@@ -128,7 +133,10 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
     if ctx is not None and ctx.cancelled:
         return _cancelled(job, start, clock, t0)
-    return _ok(result, _ms(start), _took(clock, t0))
+    ms = int((_perf() - start) * 1000)
+    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
+        return _OK_NONE
+    return _ok(result, ms, _took(clock, t0))
 
 
 def _bind(ctx: JobContext) -> None:
@@ -171,10 +179,14 @@ class Executor:
 
     :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
         driver's estimates (tick's deadline).
+    :param loop_thread: False: a coroutine handler's loop gets no thread of its own;
+        the driver runs it (:meth:`run_loop`) and calls :meth:`start` from the loop's
+        own callbacks (no hop between threads per batch); :attr:`wake`, if set, is
+        called on the loop thread after each outcome is put in ``done``.
     """
 
     def __init__(self, handler: Handler, concurrency: int, *, clock: Clock | None = None,
-                 name: str = "bunq-job") -> None:  # fmt: skip
+                 name: str = "bunq-job", loop_thread: bool = True) -> None:  # fmt: skip
         self.handler, self.clock = tracing.traced(handler), clock
         self.is_async = is_async(handler)
         self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
@@ -184,13 +196,19 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._create: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None
+        self._step: tuple[Callable[[], object], contextvars.Context] | None = None
+        self.wake: Callable[[], None] | None = None
         if self.is_async:
             self._loop = asyncio.new_event_loop()
             eager = getattr(asyncio, "eager_task_factory", None)
             if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
                 self._loop.set_task_factory(eager)
-            self._threads.append(threading.Thread(target=self._loop.run_forever,
-                                                  name=f"{name}-loop", daemon=True))  # fmt: skip
+            elif hasattr(self._loop, "__dict__"):  # 3.11: the same, by _start_eagerly
+                self._create = self._start_eagerly  # (not on a loop with no attributes)
+            if loop_thread:
+                run = self._loop.run_forever
+                self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))
         elif not self.inline:
             for i in range(concurrency):
                 t = threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
@@ -208,7 +226,10 @@ class Executor:
         ``done``. ``ctx`` (or None) reaches handlers that take one; a coroutine handler's
         task is bound to it, so that a cancel cancels the handler."""
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._spawn, items)
+            if self._threads:
+                self._loop.call_soon_threadsafe(self._spawn, items)
+            else:  # loop_thread=False: called on the loop's thread, in a callback
+                self._spawn(items)
         elif self._threads:
             put = self._jobs.put
             for item in items:
@@ -224,22 +245,80 @@ class Executor:
             put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
     def _spawn(self, items: Sequence[_Item]) -> None:
-        """Start a task per item. On Python 3.12+ tasks start eagerly (the loop's task
-        factory): a call that finishes without suspending is done here, in its task,
-        before the next item starts."""
-        assert self._loop is not None
-        create, keep = self._loop.create_task, self._tasks.add
+        """Start a task per item. Tasks start eagerly (3.12+: the loop's task factory;
+        3.11: :meth:`_start_eagerly`): a call that finishes without suspending is done
+        here, in its task, before the next item starts.
+
+        A task that suspended is bound to its context now (a cancel cancels it): one
+        that finished needs no binding, and a cancel requested during its first step
+        (from another thread: it reaches the loop after this) is seen by ``bind``, or
+        by run_async's check of ``ctx.cancelled`` when the call returned."""
+        loop = self._loop
+        assert loop is not None
+        create, keep, one = self._create or loop.create_task, self._tasks.add, self._one
         for key, job, ctx in items:
-            task = create(self._one(key, job, ctx))
+            task = create(one(key, job, ctx))
             if not task.done():  # the loop holds tasks weakly: we hold them until done
                 keep(task)
+                if ctx is not None:
+                    ctx.bind(loop, task)
+
+    def _start_eagerly(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task whose first step runs now, as 3.12's ``eager_task_factory`` does (on
+        3.11, where there is none): a call that never suspends is done on return, with
+        no loop turn, no handle and no second wake-up of the loop per batch.
+
+        It is an ordinary :class:`asyncio.Task` (``current_task()``, ``cancel()``,
+        its own copy of the context), whose constructor schedules its first step with
+        ``loop.call_soon(step, context=...)``: for that one call, ``call_soon`` is
+        this executor's :meth:`_grab` (an attribute of the loop object, the loop's own
+        again at once), and the step runs here, in the task's context. Only the
+        executor's private loop is touched this way; a loop object that takes no
+        attribute (uvloop's) keeps ``create_task``, whose first step waits a turn."""
+        loop = self._loop
+        assert loop is not None
+        loop.call_soon = self._grab  # type: ignore[method-assign, assignment]
+        try:
+            task = asyncio.Task(coro, loop=loop)
+        finally:
+            del loop.call_soon
+        step, self._step = self._step, None
+        assert step is not None, "Task() scheduled its first step"
+        step[1].run(step[0])
+        return task
+
+    def _grab(self, callback: Callable[[], object], *args: Any,
+              context: contextvars.Context | None = None) -> None:  # fmt: skip
+        assert not args and context is not None, "only Task() calls it"
+        self._step = (callback, context)
 
     async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
         try:
             give = self.with_context and ctx is not None
-            self.done.put((key, await run_async(self.handler, job, self.clock, ctx, give)))
+            out = await run_async(self.handler, job, self.clock, ctx, give, bind=False)
+            self.done.put((key, out))
+            if self.wake is not None:
+                self.wake()
         finally:  # itself, not a done callback: one loop callback fewer per job
-            self._tasks.discard(asyncio.current_task())
+            if self._tasks:  # empty while every call finishes in its first step
+                self._tasks.discard(asyncio.current_task())
+
+    @property
+    def suspended(self) -> bool:
+        """Some coroutine call started and suspended, not finished yet."""
+        return bool(self._tasks)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """A coroutine handler's event loop (None for sync handlers)."""
+        return self._loop
+
+    def run_loop(self) -> None:
+        """Run the loop on this thread until ``loop.stop()`` (``loop_thread=False``);
+        then shut its default executor down (the driver's waits ran there)."""
+        assert self._loop is not None and not self._threads, "loop_thread=False only"
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._loop.shutdown_default_executor())
 
     def close(self) -> None:
         """Wait for started jobs (threads), stop the loop thread; idempotent."""
@@ -247,6 +326,8 @@ class Executor:
             if self._threads:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._threads[0].join()
+                self._loop.close()
+            elif not self._loop.is_closed() and not self._loop.is_running():
                 self._loop.close()
         else:
             for _ in self._threads:
