@@ -105,7 +105,11 @@ class PostgresBackend(SqlBackend):
             dsn, min_size=pool_min, max_size=pool_max, kwargs={"autocommit": True},
             open=True, name=f"bunq-{ns}", num_workers=1)  # fmt: skip
         self._channel = f"bunq_{ns}"
-        self._listener = Listener(dsn, self._channel)
+        # The advisory lock every listener of the channel holds shared (see Listener):
+        # 'bunq' and 31 bits of the namespace's hash; the two-key form never meets the
+        # one-key locks of key_lock.
+        self._bell = (0x62756E71, int(ns[:8], 16) >> 1)
+        self._listener = Listener(dsn, self._channel, self._bell)
         ev_listener = Listener(dsn, f"bunq_ev_{ns}")
         self._events = SqlEventLog(self, f"{qual}.{prefix}events" if qual else f"{prefix}events",
                                    f"{prefix}events_queue_id", postgres=True,
@@ -277,7 +281,8 @@ class PostgresBackend(SqlBackend):
             sql = self._insert_sqls[len(rows)] = self._sql["insert_jobs_idem"].replace(
                 "{values}", values)  # fmt: skip
         params = {f"v{i}_{j}": v for i, r in enumerate(rows) for j, v in enumerate(insert_row(r))}
-        cur.execute(sql, {"channel": self._channel, **params})
+        cur.execute(sql, {"channel": self._channel, "bell_a": self._bell[0],
+                          "bell_b": self._bell[1], **params})  # fmt: skip
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""

@@ -197,6 +197,48 @@ def test_wait_times_out_without_work_and_a_missed_ring_is_kept(pg: Any) -> None:
     assert b.wait("other", 1_000) is True  # ... and still seen by the next wait
 
 
+def _bell_held(b: Any) -> bool:
+    with psycopg.connect(PG_DSN, autocommit=True) as c, c.transaction():
+        row = c.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", b._bell).fetchone()
+        return not row[0]
+
+
+def test_plain_adds_skip_the_notify_only_while_nobody_listens(pg: Any) -> None:
+    b = pg()
+    with psycopg.connect(PG_DSN, autocommit=True) as outsider:  # LISTENs, holds no bell
+        outsider.execute(f"LISTEN {b._channel}")
+        add(b)
+        assert list(outsider.notifies(timeout=0.3, stop_after=1)) == []
+        b.wait("q", 10)  # starts bunq's listener: the bell held shared, then LISTEN
+        deadline = time.monotonic() + 5
+        while not _bell_held(b):
+            assert time.monotonic() < deadline, "the listener never took the bell"
+            time.sleep(0.02)
+        add(b)
+        assert [n.payload for n in outsider.notifies(timeout=5, stop_after=1)] == ["q"]
+    assert b.counts("q")[JobState.WAITING] == 2
+
+
+def test_a_listener_starting_during_an_add_waits_for_its_commit(pg: Any) -> None:
+    # A producer that found no listener holds the bell to its commit: the listener's
+    # LISTEN (and so the worker's next claim) comes after the rows are visible.
+    b = pg()
+    with psycopg.connect(PG_DSN) as producer:
+        producer.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", b._bell)
+        b.wait("q", 10)
+        time.sleep(0.3)
+        with psycopg.connect(PG_DSN, autocommit=True) as c:
+            waiting = c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                " AND NOT granted AND classid = %s::int::oid",
+                                (b._bell[0],)).fetchone()  # fmt: skip
+        assert waiting is not None and waiting[0] == 1
+        producer.commit()
+    deadline = time.monotonic() + 5
+    while not _bell_held(b):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 # -- races between brokers ----------------------------------------------------------------
 def test_two_brokers_adding_one_job_id_admit_it_once(pg: Any) -> None:
     brokers = [pg(), pg()]
