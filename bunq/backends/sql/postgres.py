@@ -47,11 +47,12 @@ from .pgconn import (
     probe,
     translate_errors,
 )
-from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all, values_rows
+from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
 from .store import SqlBackend
 
 T = TypeVar("T")
 
+_NAMED = re.compile(r"%\((\w+)\)s")  # a rendered statement's named parameters
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]{0,31})?$")
 URL_OPTIONS = ("schema", "prefix", "pool_min", "pool_max", "migrate", "retry_ms")
@@ -117,6 +118,13 @@ class PostgresBackend(SqlBackend):
         self.publish_events = self._events.publish_events
         self.has_readers = self._events.has_readers
         self.event_reader = self._events.event_reader
+        # The plain-add statement with positional parameters (rows, then the trailing
+        # named ones in their order): no per-call dict of 18 names per row to build
+        # and for psycopg to reorder.
+        tail = {"channel": self._channel, "bell_a": self._bell[0], "bell_b": self._bell[1]}
+        named = self._sql["insert_jobs_idem"]
+        self._insert_tail = [tail[k] for k in _NAMED.findall(named)]
+        self._insert_tmpl = _NAMED.sub("%s", named)
         self._insert_sqls: dict[int, str] = {}
         self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
         try:
@@ -277,12 +285,15 @@ class PostgresBackend(SqlBackend):
     def _insert(self, cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
         sql = self._insert_sqls.get(len(rows))
         if sql is None:
-            values = values_rows(POSTGRES, len(rows), len(INSERT_COLS))
-            sql = self._insert_sqls[len(rows)] = self._sql["insert_jobs_idem"].replace(
-                "{values}", values)  # fmt: skip
-        params = {f"v{i}_{j}": v for i, r in enumerate(rows) for j, v in enumerate(insert_row(r))}
-        cur.execute(sql, {"channel": self._channel, "bell_a": self._bell[0],
-                          "bell_b": self._bell[1], **params})  # fmt: skip
+            one = "(" + ", ".join(["%s"] * len(INSERT_COLS)) + ")"
+            sql = self._insert_sqls[len(rows)] = self._insert_tmpl.replace(
+                "{values}", ", ".join([one] * len(rows)))  # fmt: skip
+        if len(rows) == 1:
+            params = [*insert_row(rows[0]), *self._insert_tail]
+        else:
+            params = [v for r in rows for v in insert_row(r)]
+            params += self._insert_tail
+        cur.execute(sql, params)
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
