@@ -239,6 +239,49 @@ def test_a_listener_starting_during_an_add_waits_for_its_commit(pg: Any) -> None
         time.sleep(0.02)
 
 
+# -- the spare connection -----------------------------------------------------------------
+def test_a_lone_producer_reuses_its_connection_without_the_pool(pg: Any) -> None:
+    b = pg()
+    add(b)
+    calls: list[int] = []
+    real = b._pool.getconn
+    b._pool.getconn = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    for _ in range(5):
+        add(b)
+    assert b.counts("q")[JobState.WAITING] == 6
+    assert calls == [] and b._spare is not None
+
+
+def test_a_checkout_waiting_in_the_pool_gets_the_connection_back(pg: Any) -> None:
+    b = pg({"pool_max": 1})
+    held = b._checkout()
+    got: list[float] = []
+
+    def second() -> None:
+        conn = b._checkout()  # waits in the pool: the only connection is out
+        got.append(time.perf_counter())
+        b._release(conn)
+
+    t = threading.Thread(target=second)
+    t.start()
+    time.sleep(0.3)
+    released = time.perf_counter()
+    b._release(held)  # to the pool (someone waits there), not aside as the spare
+    t.join(10)
+    assert got and got[0] - released < 1.0
+    add(b)  # one connection for everything: adds, reads, a bulk add and its ring
+    b.add([new_job("q", "j", {}, {}) for _ in range(100)])
+    assert b.counts("q")[JobState.WAITING] == 101
+
+
+def test_close_returns_the_spare_connection(pg: Any) -> None:
+    b = pg()
+    add(b)
+    assert b._spare is not None
+    b.close()
+    assert b._spare is None and b._pool.closed
+
+
 # -- races between brokers ----------------------------------------------------------------
 def test_two_brokers_adding_one_job_id_admit_it_once(pg: Any) -> None:
     brokers = [pg(), pg()]
