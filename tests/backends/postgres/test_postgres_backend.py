@@ -243,13 +243,14 @@ def test_a_listener_starting_during_an_add_waits_for_its_commit(pg: Any) -> None
 def test_a_lone_producer_reuses_its_connection_without_the_pool(pg: Any) -> None:
     b = pg()
     add(b)
+    cur = b._plain_cur  # and its cursor
     calls: list[int] = []
     real = b._pool.getconn
     b._pool.getconn = lambda *a, **kw: calls.append(1) or real(*a, **kw)
     for _ in range(5):
         add(b)
     assert b.counts("q")[JobState.WAITING] == 6
-    assert calls == [] and b._spare is not None
+    assert calls == [] and b._spare is not None and b._plain_cur is cur
 
 
 def test_a_checkout_waiting_in_the_pool_gets_the_connection_back(pg: Any) -> None:
