@@ -201,10 +201,13 @@ class Listener:
     Each NOTIFY bumps its queue's counter; a waiter returns once the counter
     differs from the one it saw last, so a ring between a failed lease and the next
     wait is never lost. A (re)connect bumps every queue: anything may have been missed.
+    With ``bell`` (two int4 keys), the connection holds that advisory lock shared
+    before it LISTENs: producers that can take it exclusive know nobody listens and
+    skip their NOTIFY (see ``insert_jobs_idem`` in queries.py).
     """
 
-    def __init__(self, dsn: str, channel: str) -> None:
-        self.dsn, self.channel = dsn, channel
+    def __init__(self, dsn: str, channel: str, bell: tuple[int, int] | None = None) -> None:
+        self.dsn, self.channel, self.bell = dsn, channel, bell
         self.cond = threading.Condition()
         self.seq: dict[str, int] = {}
         self.epoch = 0
@@ -234,6 +237,8 @@ class Listener:
         while not self.stop.is_set():
             try:
                 with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                    if self.bell is not None:  # first: a producer then NOTIFYs or commits first
+                        conn.execute("SELECT pg_advisory_lock_shared(%s::int, %s::int)", self.bell)
                     conn.execute(f"LISTEN {self.channel}")
                     self.bump(None)
                     delay = 0.05

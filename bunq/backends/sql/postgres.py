@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -47,15 +48,18 @@ from .pgconn import (
     probe,
     translate_errors,
 )
-from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all, values_rows
+from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
 from .store import SqlBackend
 
 T = TypeVar("T")
 
+_NAMED = re.compile(r"%\((\w+)\)s")  # a rendered statement's named parameters
 SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 PREFIX = re.compile(r"^([a-z_][a-z0-9_]{0,31})?$")
 URL_OPTIONS = ("schema", "prefix", "pool_min", "pool_max", "migrate", "retry_ms")
 _BEGIN, _ASYNC = "BEGIN", "SET LOCAL synchronous_commit = off"
+IDLE = psycopg.pq.TransactionStatus.IDLE
+SPARE_S = 60.0  # the spare connection goes back through the pool at least this often
 
 
 class PostgresBackend(SqlBackend):
@@ -100,12 +104,20 @@ class PostgresBackend(SqlBackend):
         ns = hashlib.sha1(f"{schema}.{prefix}".encode()).hexdigest()[:16]
         self._ns = f"bunq:{schema}.{prefix}"
         self._closed = False
+        self._spare: Conn | None = None  # see _release
+        self._spare_lock = threading.Lock()
+        self._getting = 0  # checkouts waiting in the pool
+        self._spare_due = time.monotonic() + SPARE_S
         probe(dsn, retry_ms)  # a wrong role or host: ConfigError now, not a pool retrying
         self._pool: ConnectionPool[Any] = ConnectionPool(
             dsn, min_size=pool_min, max_size=pool_max, kwargs={"autocommit": True},
             open=True, name=f"bunq-{ns}", num_workers=1)  # fmt: skip
         self._channel = f"bunq_{ns}"
-        self._listener = Listener(dsn, self._channel)
+        # The advisory lock every listener of the channel holds shared (see Listener):
+        # 'bunq' and 31 bits of the namespace's hash; the two-key form never meets the
+        # one-key locks of key_lock.
+        self._bell = (0x62756E71, int(ns[:8], 16) >> 1)
+        self._listener = Listener(dsn, self._channel, self._bell)
         ev_listener = Listener(dsn, f"bunq_ev_{ns}")
         self._events = SqlEventLog(self, f"{qual}.{prefix}events" if qual else f"{prefix}events",
                                    f"{prefix}events_queue_id", postgres=True,
@@ -113,7 +125,15 @@ class PostgresBackend(SqlBackend):
         self.publish_events = self._events.publish_events
         self.has_readers = self._events.has_readers
         self.event_reader = self._events.event_reader
+        # The plain-add statement with positional parameters (rows, then the trailing
+        # named ones in their order): no per-call dict of 18 names per row to build
+        # and for psycopg to reorder.
+        tail = {"channel": self._channel, "bell_a": self._bell[0], "bell_b": self._bell[1]}
+        named = self._sql["insert_jobs_idem"]
+        self._insert_tail = [tail[k] for k in _NAMED.findall(named)]
+        self._insert_tmpl = _NAMED.sub("%s", named)
         self._insert_sqls: dict[int, str] = {}
+        self._plain_cur: psycopg.Cursor[Any] | None = None  # see _collect
         self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
         try:
             self._run_unit(lambda: self._open(migrate == "auto"), idempotent=True)
@@ -193,17 +213,44 @@ class PostgresBackend(SqlBackend):
         return SCHEMA_VERSION
 
     # -- transactions --------------------------------------------------------------------
-    def _checkout(self) -> Conn:
+    def _checkout(self, timeout: float | None = None) -> Conn:
         if self._closed:
             raise BackendUnavailable("the PostgreSQL backend is closed")
-        conn: Conn = self._pool.getconn(timeout=max(min(self.retry_ms / 1000, 5.0), 0.1))
+        with self._spare_lock:
+            conn = self._spare
+            self._spare = None
+            if conn is None:
+                self._getting += 1
+        if conn is None:
+            try:
+                wait = max(min(self.retry_ms / 1000, 5.0), 0.1) if timeout is None else timeout
+                conn = self._pool.getconn(timeout=wait)
+            finally:
+                with self._spare_lock:
+                    self._getting -= 1
         try:
             if self._dbclock is not None and time.monotonic() >= self._dbclock.due:
                 self._dbclock.sync(conn)
         except BaseException:
-            self._pool.putconn(conn)
+            self._release(conn)
             raise
         return conn
+
+    def _release(self, conn: Conn) -> None:
+        # The last connection returned waits aside for the next checkout: a lone caller
+        # (W1's producer) skips the pool's checkout and return (a third of the client's
+        # work per add). Only an idle one, only while no checkout waits in the pool (it
+        # would wait for this one), and back to the pool (its checks, lifetime and idle
+        # limits) at least every SPARE_S.
+        if conn.pgconn.transaction_status == IDLE and not self._closed:
+            now = time.monotonic()
+            with self._spare_lock:
+                if self._spare is None and not self._getting and now < self._spare_due:
+                    self._spare = conn
+                    return
+                if now >= self._spare_due:
+                    self._spare_due = now + SPARE_S
+        self._pool.putconn(conn)
 
     @contextlib.contextmanager
     def _begin(self, durable: bool = True) -> Iterator[PgTx]:
@@ -225,7 +272,7 @@ class PostgresBackend(SqlBackend):
             except psycopg.OperationalError as exc:
                 raise CommitUnknown(str(exc)) from exc
         finally:
-            self._pool.putconn(conn)
+            self._release(conn)
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[PgTx]:
@@ -235,7 +282,7 @@ class PostgresBackend(SqlBackend):
         try:
             yield PgTx(conn, self._sql, [])
         finally:
-            self._pool.putconn(conn)
+            self._release(conn)
 
     @contextlib.contextmanager
     def _collect(self) -> Iterator[PlainRows]:
@@ -248,36 +295,44 @@ class PostgresBackend(SqlBackend):
         yield tx
         conn = self._checkout()
         try:
-            with conn.cursor() as cur:
-                try:
-                    if len(tx.rows) >= COPY_MIN:
-                        with cur.copy(self._sql["copy_jobs"]) as cp:
-                            for r in tx.rows:
-                                cp.write_row(insert_row(r))
-                        for q in {r["queue"] for r in tx.rows}:
-                            self._ring(q)
-                    else:
-                        self._insert(cur, tx.rows)
-                except pge.UniqueViolation as exc:
-                    cols = {k + "s": [r[k] for r in tx.rows] for k in ("id", "queue", "name")}
-                    cols["datas"] = [r["data"] for r in tx.rows]
-                    cur.execute(self._sql["replayed"], cols)
-                    row = cur.fetchone()
-                    if row is None or row[0] != len(tx.rows):
-                        raise DuplicateJob(f"a job with one of these ids exists: {exc}") from exc
+            # One leader at a time runs this: the cursor of its last connection is reused
+            # (a new one costs psycopg a dozen calls), the spare making that the usual case.
+            cur = self._plain_cur
+            if cur is None or cur.connection is not conn:
+                cur = self._plain_cur = conn.cursor()
+            try:
+                if len(tx.rows) >= COPY_MIN:
+                    with cur.copy(self._sql["copy_jobs"]) as cp:
+                        for r in tx.rows:
+                            cp.write_row(insert_row(r))
+                    for q in {r["queue"] for r in tx.rows}:
+                        self._ring(q)
+                else:
+                    self._insert(cur, tx.rows)
+            except pge.UniqueViolation as exc:
+                cols = {k + "s": [r[k] for r in tx.rows] for k in ("id", "queue", "name")}
+                cols["datas"] = [r["data"] for r in tx.rows]
+                cur.execute(self._sql["replayed"], cols)
+                row = cur.fetchone()
+                if row is None or row[0] != len(tx.rows):
+                    raise DuplicateJob(f"a job with one of these ids exists: {exc}") from exc
         except psycopg.OperationalError as exc:
             raise CommitUnknown(str(exc)) from exc
         finally:
-            self._pool.putconn(conn)
+            self._release(conn)
 
     def _insert(self, cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
         sql = self._insert_sqls.get(len(rows))
         if sql is None:
-            values = values_rows(POSTGRES, len(rows), len(INSERT_COLS))
-            sql = self._insert_sqls[len(rows)] = self._sql["insert_jobs_idem"].replace(
-                "{values}", values)  # fmt: skip
-        params = {f"v{i}_{j}": v for i, r in enumerate(rows) for j, v in enumerate(insert_row(r))}
-        cur.execute(sql, {"channel": self._channel, **params})
+            one = "(" + ", ".join(["%s"] * len(INSERT_COLS)) + ")"
+            sql = self._insert_sqls[len(rows)] = self._insert_tmpl.replace(
+                "{values}", ", ".join([one] * len(rows)))  # fmt: skip
+        if len(rows) == 1:
+            params = [*insert_row(rows[0]), *self._insert_tail]
+        else:
+            params = [v for r in rows for v in insert_row(r)]
+            params += self._insert_tail
+        cur.execute(sql, params)
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
@@ -338,8 +393,12 @@ class PostgresBackend(SqlBackend):
         if self._closed or not QUEUE_NAME.fullmatch(queue):
             return
         cmd = f"BEGIN; SET LOCAL synchronous_commit = off; NOTIFY {self._channel}, '{queue}'"
-        with contextlib.suppress(psycopg.Error), self._pool.connection(timeout=1.0) as conn:
-            conn.execute(cmd + "; COMMIT", prepare=False)
+        with contextlib.suppress(psycopg.Error, BackendUnavailable):
+            conn = self._checkout(timeout=1.0)
+            try:
+                conn.execute(cmd + "; COMMIT", prepare=False)
+            finally:
+                self._release(conn)
 
     def _ring_on_commit(self, tx: Any, queue: str) -> bool:
         # The NOTIFY rides on the COMMIT's round trip (sent with it, delivered by it).
@@ -358,6 +417,10 @@ class PostgresBackend(SqlBackend):
             return
         self._events.close()  # writes the events still buffered
         self._closed = True
+        with self._spare_lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            self._pool.putconn(spare)
         for lst in (self._listener, self._events.listener):
             lst.stop.set()
             lst.bump("")  # release waiters

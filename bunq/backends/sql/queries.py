@@ -526,11 +526,17 @@ PG_ONLY = {
     # Plain admissions in one autocommit statement that also wakes the queues' workers
     # (the NOTIFY rides on the same commit). It fails whole on an id that exists; the
     # caller then tells a replay of its own commit (every row there with the same
-    # queue, name and data) from a real duplicate ("replayed").
+    # queue, name and data) from a real duplicate ("replayed"). The NOTIFY is skipped
+    # when nobody listens: every listener holds the channel's advisory lock shared
+    # (taken before its LISTEN), so a try of it exclusive succeeds only then, and held
+    # to the commit it keeps a listener that starts meanwhile from LISTENing (and then
+    # claiming) before these rows are visible. Failed (a listener, or another
+    # producer holding it): NOTIFY as ever.
     "insert_jobs_idem": (
         "WITH ins AS (INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES {values}"
         " RETURNING queue)"
         " SELECT pg_notify(:channel, q) FROM (SELECT DISTINCT queue AS q FROM ins) AS x"
+        " WHERE NOT pg_try_advisory_xact_lock(:bell_a::int, :bell_b::int)"
     ),
     "replayed": (
         "SELECT COUNT(*) FROM {jobs} j JOIN unnest(:ids::text[], :queues::text[],"

@@ -197,6 +197,92 @@ def test_wait_times_out_without_work_and_a_missed_ring_is_kept(pg: Any) -> None:
     assert b.wait("other", 1_000) is True  # ... and still seen by the next wait
 
 
+def _bell_held(b: Any) -> bool:
+    with psycopg.connect(PG_DSN, autocommit=True) as c, c.transaction():
+        row = c.execute("SELECT pg_try_advisory_xact_lock(%s::int, %s::int)", b._bell).fetchone()
+        return not row[0]
+
+
+def test_plain_adds_skip_the_notify_only_while_nobody_listens(pg: Any) -> None:
+    b = pg()
+    with psycopg.connect(PG_DSN, autocommit=True) as outsider:  # LISTENs, holds no bell
+        outsider.execute(f"LISTEN {b._channel}")
+        add(b)
+        assert list(outsider.notifies(timeout=0.3, stop_after=1)) == []
+        b.wait("q", 10)  # starts bunq's listener: the bell held shared, then LISTEN
+        deadline = time.monotonic() + 5
+        while not _bell_held(b):
+            assert time.monotonic() < deadline, "the listener never took the bell"
+            time.sleep(0.02)
+        add(b)
+        assert [n.payload for n in outsider.notifies(timeout=5, stop_after=1)] == ["q"]
+    assert b.counts("q")[JobState.WAITING] == 2
+
+
+def test_a_listener_starting_during_an_add_waits_for_its_commit(pg: Any) -> None:
+    # A producer that found no listener holds the bell to its commit: the listener's
+    # LISTEN (and so the worker's next claim) comes after the rows are visible.
+    b = pg()
+    with psycopg.connect(PG_DSN) as producer:
+        producer.execute("SELECT pg_advisory_xact_lock(%s::int, %s::int)", b._bell)
+        b.wait("q", 10)
+        time.sleep(0.3)
+        with psycopg.connect(PG_DSN, autocommit=True) as c:
+            waiting = c.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                                " AND NOT granted AND classid = %s::int::oid",
+                                (b._bell[0],)).fetchone()  # fmt: skip
+        assert waiting is not None and waiting[0] == 1
+        producer.commit()
+    deadline = time.monotonic() + 5
+    while not _bell_held(b):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+# -- the spare connection -----------------------------------------------------------------
+def test_a_lone_producer_reuses_its_connection_without_the_pool(pg: Any) -> None:
+    b = pg()
+    add(b)
+    cur = b._plain_cur  # and its cursor
+    calls: list[int] = []
+    real = b._pool.getconn
+    b._pool.getconn = lambda *a, **kw: calls.append(1) or real(*a, **kw)
+    for _ in range(5):
+        add(b)
+    assert b.counts("q")[JobState.WAITING] == 6
+    assert calls == [] and b._spare is not None and b._plain_cur is cur
+
+
+def test_a_checkout_waiting_in_the_pool_gets_the_connection_back(pg: Any) -> None:
+    b = pg({"pool_max": 1})
+    held = b._checkout()
+    got: list[float] = []
+
+    def second() -> None:
+        conn = b._checkout()  # waits in the pool: the only connection is out
+        got.append(time.perf_counter())
+        b._release(conn)
+
+    t = threading.Thread(target=second)
+    t.start()
+    time.sleep(0.3)
+    released = time.perf_counter()
+    b._release(held)  # to the pool (someone waits there), not aside as the spare
+    t.join(10)
+    assert got and got[0] - released < 1.0
+    add(b)  # one connection for everything: adds, reads, a bulk add and its ring
+    b.add([new_job("q", "j", {}, {}) for _ in range(100)])
+    assert b.counts("q")[JobState.WAITING] == 101
+
+
+def test_close_returns_the_spare_connection(pg: Any) -> None:
+    b = pg()
+    add(b)
+    assert b._spare is not None
+    b.close()
+    assert b._spare is None and b._pool.closed
+
+
 # -- races between brokers ----------------------------------------------------------------
 def test_two_brokers_adding_one_job_id_admit_it_once(pg: Any) -> None:
     brokers = [pg(), pg()]
