@@ -244,8 +244,9 @@ class PostgresBackend(SqlBackend):
         # limits) at least every SPARE_S.
         if conn.pgconn.transaction_status == IDLE and not self._closed:
             now = time.monotonic()
-            with self._spare_lock:
-                if self._spare is None and not self._getting and now < self._spare_due:
+            with self._spare_lock:  # _closed again under the lock: close() takes the spare
+                if self._spare is None and not self._getting and now < self._spare_due \
+                        and not self._closed:  # fmt: skip
                     self._spare = conn
                     return
                 if now >= self._spare_due:
