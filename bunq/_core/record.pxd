@@ -1,7 +1,8 @@
-# The C contract of bunq._core.record: the record's fields, readable from C.
+# The C contract of bunq._core.record: one object pointer per field, in the
+# order of record.FIELDS (NULL once a field is deleted, as with __slots__).
+
+from cpython.object cimport PyObject
+
 
 cdef class Record:
-    cdef public object id, queue, name, data, opts, state, priority, lifo, group, seq
-    cdef public object eseq, run_at, created_at, started_at, finished_at, attempts, stalls
-    cdef public object token, owner, lease_until, expire_at, pending, progress, error
-    cdef public object reason, dlq_at, dlq_retries, history, saved
+    cdef PyObject* _f[29]

@@ -97,3 +97,36 @@ def test_record_pure_is_a_slots_class(builds: SimpleNamespace) -> None:
     r = make(builds.pure)
     assert builds.pure.record.Record.__slots__ == FIELDS
     assert gc.is_tracked(r)
+
+
+def test_record_deleted_field_reads_as_attribute_error(impl: SimpleNamespace) -> None:
+    """As with __slots__: a deleted field is missing until set again (the compiled
+    methods check rather than read a NULL)."""
+    r = make(impl)
+    del r.lifo
+    with pytest.raises(AttributeError):
+        r.lifo  # noqa: B018
+    with pytest.raises(AttributeError):
+        r.order_key()
+    with pytest.raises(AttributeError):
+        r.signed_seq()
+    del r.history
+    with pytest.raises(AttributeError):
+        r.add_attempt("a1")
+    r.lifo = True
+    r.history = None
+    r.add_attempt("a1")
+    assert r.signed_seq() == -7 and r.history == ["a1"]
+
+
+def test_record_compiled_fields_are_slot_descriptors(
+    both: tuple[SimpleNamespace, SimpleNamespace],
+) -> None:
+    """The compiled fields are the member descriptors __slots__ makes (what CPython
+    specialises attribute access on), not properties."""
+    compiled, pure = both
+    assert compiled.record.FIELDS == FIELDS
+    for name in FIELDS:
+        c = compiled.record.Record.__dict__[name]
+        assert type(c) is type(pure.record.Record.__dict__[name]), name
+        assert c.__name__ == name
