@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+FIELDS: tuple[str, ...]  # the field names, in layout order
+
 # Final at run time; not marked @final here so that the engine can declare
 # (for type checking only) a subclass with its own types for the Any fields.
 class Record:

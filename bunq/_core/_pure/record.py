@@ -82,3 +82,6 @@ class Record:
     def signed_seq(self) -> int:
         """Admission number as the SQL backends store it (negative for LIFO jobs)."""
         return -self.seq if self.lifo else self.seq
+
+
+FIELDS: tuple[str, ...] = Record.__slots__

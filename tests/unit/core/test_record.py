@@ -95,7 +95,7 @@ def test_record_compiled_is_not_tracked_by_the_gc(
 
 def test_record_pure_is_a_slots_class(builds: SimpleNamespace) -> None:
     r = make(builds.pure)
-    assert builds.pure.record.Record.__slots__ == FIELDS
+    assert builds.pure.record.Record.__slots__ == builds.pure.record.FIELDS == FIELDS
     assert gc.is_tracked(r)
 
 
