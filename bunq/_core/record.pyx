@@ -43,9 +43,12 @@ cdef extern from "Python.h":
         Py_ssize_t offset
         int flags
         const char* doc
-    int T_OBJECT_EX  # from structmember.h, which Python.h includes
     object PyDescr_NewMember(PyTypeObject* tp, PyMemberDef* member)
     void PyType_Modified(PyTypeObject* tp)
+
+
+cdef extern from "structmember.h":
+    int T_OBJECT_EX  # Py_T_OBJECT_EX from 3.12 on; this name is kept there
 
 
 FIELDS = (
