@@ -31,6 +31,8 @@
 # not collected while the interpreter runs.
 """The engine's per-job record, compiled and untracked by the cyclic GC."""
 
+from types import GenericAlias
+
 cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_XDECREF, Py_XINCREF
@@ -125,6 +127,8 @@ cdef class Record:
     >>> r.order_key(), r.signed_seq(), r.expire_at
     ((-2, -120, -7), -7, 150)
     """
+
+    __class_getitem__ = classmethod(GenericAlias)
 
     def __init__(self, id, queue, name, data, opts, state, seq, now, run_at):
         ttl = opts.ttl

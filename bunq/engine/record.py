@@ -40,23 +40,9 @@ LIVE = frozenset((WAITING, ACTIVE, CHILDREN))
 
 
 if TYPE_CHECKING:
-
-    class Rec(Record):
-        """:class:`bunq._core.Record` with the engine's types for the fields ``_core``
-        cannot name (type checking only: at run time ``Rec`` is ``Record``)."""
-
-        opts: JobOptions
-        state: JobState
-        reason: FailureReason | None
-        history: list[Attempt] | None
-
-        def __init__(self, id: str, queue: str, name: str, data: bytes, opts: JobOptions,
-                     state: JobState, seq: int, now: int, run_at: int) -> None: ...  # fmt: skip
-
-        def add_attempt(self, attempt: Attempt) -> None: ...
-
+    Rec = Record[JobOptions, JobState, FailureReason, Attempt]
 else:
-    Rec = Record
+    Rec = Record  # the class itself: no alias to go through per job
 
 
 # Job and Lease are built through writable twins of their layouts

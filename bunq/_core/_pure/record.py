@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 
-class Record:
+class Options(Protocol):
+    """What a record reads of its job's options."""
+
+    @property
+    def priority(self) -> int: ...
+    @property
+    def lifo(self) -> bool: ...
+    @property
+    def group(self) -> str | None: ...
+    @property
+    def ttl(self) -> int | None: ...
+
+
+class State(Protocol):
+    """A job state: ``repr`` shows its value."""
+
+    @property
+    def value(self) -> str: ...
+
+
+OptsT = TypeVar("OptsT", bound=Options)  # job options
+StateT = TypeVar("StateT", bound=State)  # job state
+ReasonT = TypeVar("ReasonT")  # failure reason
+AttemptT = TypeVar("AttemptT")  # a finished attempt
+
+
+class Record(Generic[OptsT, StateT, ReasonT, AttemptT]):
     """One job as the engine keeps it (mutable; guarded by its shard's lock).
 
     ``seq`` is the admission number (time-ordered, as in the SQL backends);
@@ -30,7 +56,7 @@ class Record:
         "reason", "dlq_at", "dlq_retries", "history", "saved",
     )  # fmt: skip
 
-    def __init__(self, id: str, queue: str, name: str, data: bytes, opts: Any, state: Any,
+    def __init__(self, id: str, queue: str, name: str, data: bytes, opts: OptsT, state: StateT,
                  seq: int, now: int, run_at: int) -> None:  # fmt: skip
         self.id = id
         self.queue = queue
@@ -57,16 +83,16 @@ class Record:
         self.pending = 0
         self.progress = 0
         self.error: str | None = None
-        self.reason: Any = None
+        self.reason: ReasonT | None = None
         self.dlq_at: int | None = None
         self.dlq_retries = 0
-        self.history: list[Any] | None = None
+        self.history: list[AttemptT] | None = None
         self.saved = False
 
     def __repr__(self) -> str:
         return f"Rec({self.id!r}, {self.queue!r}, {self.state.value}, attempts={self.attempts})"
 
-    def add_attempt(self, attempt: Any) -> None:
+    def add_attempt(self, attempt: AttemptT) -> None:
         """Append a finished attempt to the history (ordered by time, then number)."""
         if self.history is None:
             self.history = [attempt]
