@@ -4,13 +4,17 @@
     python bench/admission.py --tree DIR       # another tree (as bench/cpu_per_job.py)
     python bench/admission.py --profile pushb  # cProfile one path instead (add|bulk|pushb)
     python bench/admission.py --instructions   # callgrind instructions per job (slow)
+    python bench/admission.py --instructions --only add --held 100000  # with 100k jobs held
 
 ``add``: single ``Queue.add`` on ``memory://``; ``bulk``: ``Queue.add_bulk`` of 1,000;
 ``pushb``: what ``bunq serve`` does for one PUSHB frame of 1,000 jobs as bunqueue's JS
 client sends them, in process, on ``memory://?data=<file>`` (the server's default):
 decode the frame, run the PUSHB command through the server's group commit, encode the
 reply. Process CPU time (the write-behind thread included) per job, median of the
-rounds; the process is otherwise idle, so load barely moves it.
+rounds; the process is otherwise idle, so load barely moves it. ``--held N``: ``add``
+runs with N jobs already held (added in bulk, then one ``gc.collect()``), which is
+where the cyclic GC's walks over every held object show; under ``--instructions`` it
+measures 10,000 against 50,000 adds so that the window spans full collections.
 """
 
 from __future__ import annotations
@@ -40,12 +44,22 @@ def cpu(fn: Any, n: int) -> float:
     return (time.process_time() - t) / n * 1e6
 
 
+HELD = 1000  # jobs held before the measured single adds (--held)
+
+
 def mem_add(n: int) -> Any:
+    import gc
+
     from bunq import Queue, connect
 
     q = Queue("m", connect("memory://"))
-    for _ in range(1000):
-        q.add("job", PAYLOAD)
+    if HELD > 1000:
+        for _ in range(HELD // 1000):
+            q.add_bulk([("job", PAYLOAD)] * 1000)
+        gc.collect()
+    else:
+        for _ in range(HELD):
+            q.add("job", PAYLOAD)
     return lambda: [q.add("job", PAYLOAD) for _ in range(n)]
 
 
@@ -91,16 +105,17 @@ def instructions(path: str, tree: str | None) -> int:
     import re
     import subprocess
 
+    lo, hi = (10_000, 50_000) if path == "add" and HELD > 1000 else CALLGRIND_N[path]
     counts = []
-    for n in CALLGRIND_N[path]:
+    for n in (lo, hi):
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-               os.path.abspath(__file__), "--once", path, "--n", str(n)]  # fmt: skip
+               os.path.abspath(__file__), "--once", path, "--n", str(n),
+               "--held", str(HELD)]  # fmt: skip
         if tree:
             cmd += ["--tree", tree]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         err = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stderr
         counts.append(int(re.findall(r"Collected : (\d+)", err)[-1]))
-    lo, hi = CALLGRIND_N[path]
     return round((counts[1] - counts[0]) / (hi - lo))
 
 
@@ -110,6 +125,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--n", type=int, default=50_000)
     ap.add_argument("--only", default="add,bulk,pushb")
+    ap.add_argument("--held", type=int, default=1000, help="jobs held before the single adds")
     ap.add_argument("--profile", choices=sorted(PATHS))
     ap.add_argument(
         "--once",
@@ -124,6 +140,8 @@ def main() -> None:
     )
     args = ap.parse_args()
     use_tree(args.tree)
+    global HELD
+    HELD = args.held
     if args.instructions:
         out = {
             "tree": args.tree or ".",

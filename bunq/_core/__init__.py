@@ -19,6 +19,7 @@ __all__ = [
     "IndexedHeap",
     "LRUCache",
     "MinHeap",
+    "Record",
     "SkipList",
     "SlidingWindow",
     "TokenBucket",
@@ -36,7 +37,7 @@ def _pick() -> Literal["cython", "python"]:
     if _flag("BUNQ_PUREPYTHON"):
         return "python"
     try:
-        from . import bucket, heap, lru, minheap, routing, skiplist  # noqa: F401
+        from . import bucket, heap, lru, minheap, record, routing, skiplist  # noqa: F401
     except ImportError as exc:
         if _flag("BUNQ_REQUIRE_COMPILED"):
             raise ImportError(
@@ -54,6 +55,7 @@ if TYPE_CHECKING or IMPLEMENTATION == "cython":
     from .heap import IndexedHeap
     from .lru import BoundedSet, LRUCache
     from .minheap import MinHeap
+    from .record import Record
     from .routing import fnv1a_32, shard_count, shard_for
     from .skiplist import SkipList
 else:
@@ -61,5 +63,6 @@ else:
     from ._pure.heap import IndexedHeap
     from ._pure.lru import BoundedSet, LRUCache
     from ._pure.minheap import MinHeap
+    from ._pure.record import Record
     from ._pure.routing import fnv1a_32, shard_count, shard_for
     from ._pure.skiplist import SkipList

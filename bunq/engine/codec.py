@@ -68,8 +68,7 @@ def rec_from_row(row: tuple[Any, ...]) -> tuple[Rec, bytes | None]:
      lease_until, expire_at, pending, progress, error, reason, dlq_at, dlq_retries,
      hist) = unpack(meta_blob)  # fmt: skip
     opts = options_from_blob(bytes(opts_blob))
-    rec = Rec(jid, queue, name, bytes(data), opts, seq, created_at, run_at)
-    rec.state = _STATES[state]
+    rec = Rec(jid, queue, name, bytes(data), opts, _STATES[state], seq, created_at, run_at)
     rec.started_at, rec.finished_at = started_at, finished_at
     rec.attempts, rec.stalls, rec.token, rec.owner = attempts, stalls, token, owner
     rec.lease_until, rec.expire_at = lease_until, expire_at

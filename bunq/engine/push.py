@@ -76,7 +76,7 @@ def _add_one(core: Core, job: NewJob) -> list[Job]:
         if jid in records:
             raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
         delay = o.delay
-        rec = Rec(jid, job.queue, job.name, blob, o, shard.next_seq(now), now, now + delay)
+        rec = Rec(jid, job.queue, job.name, blob, o, WAITING, shard.next_seq(now), now, now + delay)
         records[jid] = rec
         q = shard.queues.get(job.queue) or shard.queue(job.queue)
         if delay or o.ttl is not None or o.group is not None:
@@ -139,7 +139,7 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
                 o = job.opts
                 queue = job.queue
                 delay = o.delay
-                rec = Rec(jid, queue, job.name, blob, o, seq, now, now + delay)
+                rec = Rec(jid, queue, job.name, blob, o, WAITING, seq, now, now + delay)
                 records[jid] = rec
                 q = queues.get(queue) or queue_of(queue)
                 if delay or o.ttl is not None or o.group is not None:
@@ -224,7 +224,7 @@ def _admit(core: Core, shard: Shard, job: NewJob, blob: bytes, now: int, undo: U
         if q0 is not None and q0.group_pending.get(o.group, 0) >= o.group_max_size:
             raise group_full(o.group, o.group_max_size)
     run_at = now + o.delay
-    rec = Rec(job.id, job.queue, job.name, blob, o, shard.next_seq(now), now, run_at)
+    rec = Rec(job.id, job.queue, job.name, blob, o, WAITING, shard.next_seq(now), now, run_at)
     q = shard.queues.get(job.queue) or shard.queue(job.queue)
     jobs[job.id] = rec
     undo.append(("ins", shard, rec))

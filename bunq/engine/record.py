@@ -1,8 +1,10 @@
 """The compact job record the engine stores, and the Job snapshots built from it.
 
-A job lives in the engine as one :class:`Rec` (a ``__slots__`` object, no
-dict): its payload is the msgpack bytes validated at admission, its options
-the caller's (shared, frozen) :class:`~bunq.job.JobOptions`. Public
+A job lives in the engine as one :class:`Rec` (:class:`bunq._core.Record`: a
+compiled object with no dict that the cyclic GC does not track, so jobs held
+add nothing to each collection): its payload is the msgpack bytes validated at
+admission, its options the caller's (shared, frozen)
+:class:`~bunq.job.JobOptions`. Public
 :class:`~bunq.job.Job` objects are built only when a caller asks for one
 (lease, get, list): no dataclass is created or copied on internal transitions.
 
@@ -13,8 +15,9 @@ share ``WAITING`` (as in the SQL backends) and a job is *delayed* while
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._core import Record
 from ..codec import unpack
 from ..job import (
     Attempt,
@@ -36,74 +39,10 @@ CHILDREN = JobState.WAITING_CHILDREN
 LIVE = frozenset((WAITING, ACTIVE, CHILDREN))
 
 
-class Rec:
-    """One job as the engine keeps it (mutable; guarded by its shard's lock).
-
-    ``seq`` is the admission number (time-ordered, as in the SQL backends);
-    ``eseq`` is the number given when the job last entered a ready lane, which
-    is what orders ready jobs of equal priority. ``history`` is ``None`` until
-    the first finished attempt. ``saved`` says whether the write-behind store
-    already holds the row (so later changes can be written as updates).
-    """
-
-    __slots__ = (
-        "id", "queue", "name", "data", "opts", "state", "priority", "lifo", "group", "seq",
-        "eseq", "run_at", "created_at", "started_at", "finished_at", "attempts", "stalls",
-        "token", "owner", "lease_until", "expire_at", "pending", "progress", "error",
-        "reason", "dlq_at", "dlq_retries", "history", "saved",
-    )  # fmt: skip
-
-    def __init__(self, id: str, queue: str, name: str, data: bytes, opts: JobOptions,
-                 seq: int, now: int, run_at: int) -> None:  # fmt: skip
-        self.id = id
-        self.queue = queue
-        self.name = name
-        self.data = data
-        self.opts = opts
-        self.state = WAITING
-        self.priority = opts.priority
-        self.lifo = opts.lifo
-        self.group = opts.group
-        self.seq = seq
-        self.eseq = 0
-        self.run_at = run_at
-        self.created_at = now
-        self.started_at: int | None = None
-        self.finished_at: int | None = None
-        self.attempts = 0
-        self.stalls = 0
-        self.token: str | None = None
-        self.owner = ""
-        self.lease_until = 0
-        self.expire_at: int | None = None if opts.ttl is None else now + opts.ttl
-        self.pending = 0
-        self.progress = 0
-        self.error: str | None = None
-        self.reason: FailureReason | None = None
-        self.dlq_at: int | None = None
-        self.dlq_retries = 0
-        self.history: list[Attempt] | None = None
-        self.saved = False
-
-    def __repr__(self) -> str:
-        return f"Rec({self.id!r}, {self.queue!r}, {self.state.value}, attempts={self.attempts})"
-
-    def add_attempt(self, attempt: Attempt) -> None:
-        """Append a finished attempt to the history (ordered by time, then number)."""
-        if self.history is None:
-            self.history = [attempt]
-        else:
-            self.history.append(attempt)
-
-    def order_key(self) -> tuple[int, int, int]:
-        """Sort key of the SQL ready order: priority DESC, ord_at, seq (LIFO negated)."""
-        if self.lifo:
-            return (-self.priority, -self.run_at, -self.seq)
-        return (-self.priority, self.run_at, self.seq)
-
-    def signed_seq(self) -> int:
-        """Admission number as the SQL backends store it (negative for LIFO jobs)."""
-        return -self.seq if self.lifo else self.seq
+if TYPE_CHECKING:
+    Rec = Record[JobOptions, JobState, FailureReason, Attempt]
+else:
+    Rec = Record  # the class itself: no alias to go through per job
 
 
 # Job and Lease are built through writable twins of their layouts

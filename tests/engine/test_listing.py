@@ -41,7 +41,9 @@ TestPagedModel.settings = settings(max_examples=60, stateful_step_count=40, dead
 
 def _rec(i: int, priority: int, lifo: bool) -> Rec:
     opts = JobOptions(priority=priority, lifo=lifo)
-    return Rec(f"j{i}", "q", "n", b"\xc0", opts, seq=1000 + i, now=0, run_at=i % 7)
+    return Rec(
+        f"j{i}", "q", "n", b"\xc0", opts, JobState.WAITING, seq=1000 + i, now=0, run_at=i % 7
+    )
 
 
 def test_sublists_split_and_empty_while_order_holds(monkeypatch: pytest.MonkeyPatch) -> None:
