@@ -26,7 +26,7 @@ def _serve(url: str, tmp_path: Path, timeout: float = 30) -> subprocess.Popen[st
     "url, code",
     [
         ("postgresql://u:S3CRET@127.0.0.1:5432/test?pool_min=lots", 78),  # a bad option
-        ("postgresql://u:S3CRET@127.0.0.1:1/test?connect_timeout=2&retry_ms=500", 69),  # nobody there
+        ("postgresql://u:S3CRET@127.0.0.1:1/test?connect_timeout=2&retry_ms=500", 69),  # no one
         ("bunq://:S3CRET@127.0.0.1:1?timeout=soon", 78),
     ],
 )
