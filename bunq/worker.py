@@ -3,7 +3,8 @@
 Sync handlers run inline when ``concurrency == 1`` (no thread hop per job)
 and on a thread pool otherwise; coroutine handlers run on one event-loop
 thread, up to ``concurrency`` at a time (over the memory engine, the worker's
-own thread: it leases and settles between calls, :class:`~bunq.execution.OnLoop`).
+own thread: it leases and settles between calls, :class:`~bunq.execution.OnLoop`;
+a sync one's threads lease and settle themselves, :class:`~bunq.execution.Crew`).
 A heartbeat thread extends every held lease at a third of its length and fails
 attempts that outlive ``opts.timeout`` (reason timeout). Completions are settled
 in batches.
@@ -28,6 +29,7 @@ from .backends.eventlog import publish, wants
 from .errors import BackendError, ConfigError
 from .execution import (
     CANCEL_POLL_S,
+    Crew,
     Executor,
     Handler,
     JobContext,
@@ -161,13 +163,18 @@ class Worker:
         beat.start()
         # A coroutine handler over the memory engine (whose calls never wait on I/O): the
         # loop runs on this thread, which leases and settles in the loop's callbacks.
-        on_loop = self.backend.kind == "memory" and is_async(self.handler)
-        ex = Executor(self.handler, self.concurrency, loop_thread=not on_loop)
+        memory = self.backend.kind == "memory"
+        on_loop = memory and is_async(self.handler)
+        # A sync handler over the memory engine: its threads lease and settle themselves.
+        crew = memory and not on_loop
+        ex = Executor(self.handler, self.concurrency, loop_thread=not on_loop, pool=not crew)
         try:
             if ex.inline:
                 self._loop_inline(ex)
             elif on_loop:
                 self._loop_on_loop(ex)
+            elif crew:
+                self._loop_crew(ex)
             else:
                 self._loop_concurrent(ex)
         finally:
@@ -271,6 +278,11 @@ class Worker:
         """:meth:`_loop_concurrent` as callbacks of the handler's loop, on this thread."""
         OnLoop(ex, self.concurrency, self.batch, self._stop, self._lease, self._settle,
                self._idle).run()  # fmt: skip
+
+    def _loop_crew(self, ex: Executor) -> None:
+        """:meth:`_loop_concurrent` done by the handler's own threads (:class:`Crew`)."""
+        Crew(ex, self.concurrency, self.batch, self._stop, self._lease, self._settle,
+             self._idle).run()  # fmt: skip
 
     def _settle(self, done: list[tuple[Lease, Outcome]]) -> None:
         held = self._held

@@ -3,7 +3,8 @@
 - :mod:`.run`: :func:`run_sync` / :func:`run_async` turn one handler call into
   an :class:`Outcome`; :class:`Executor` is where calls run (inline, threads,
   one event loop); :class:`OnLoop` runs a Worker's loop on its handler's event
-  loop (memory engine, coroutine handler).
+  loop (memory engine, coroutine handler); :class:`Crew` runs it on a sync
+  handler's threads (memory engine).
 - :mod:`.context`: :class:`JobContext` (progress, log, extend, cancelled) and the
   cancel requests drivers poll.
 - :mod:`.settle`: :func:`settle_batch` records outcomes under their leases'
@@ -27,6 +28,7 @@ from .context import (
     request_cancel,
     takes_context,
 )
+from .crew import Crew
 from .observe import Observer, Observers
 from .onloop import OnLoop
 from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
@@ -43,6 +45,7 @@ from .settle import (
 
 __all__ = [
     "CANCEL_POLL_S",
+    "Crew",
     "SETTLE_RETRIES",
     "Executor",
     "Handler",

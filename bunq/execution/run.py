@@ -183,10 +183,13 @@ class Executor:
         the driver runs it (:meth:`run_loop`) and calls :meth:`start` from the loop's
         own callbacks (no hop between threads per batch); :attr:`wake`, if set, is
         called on the loop thread after each outcome is put in ``done``.
+    :param pool: False: a sync handler gets no threads of its own; the driver calls
+        :meth:`run` from threads it runs (:class:`~bunq.execution.Crew`).
     """
 
     def __init__(self, handler: Handler, concurrency: int, *, clock: Clock | None = None,
-                 name: str = "bunq-job", loop_thread: bool = True) -> None:  # fmt: skip
+                 name: str = "bunq-job", loop_thread: bool = True,
+                 pool: bool = True) -> None:  # fmt: skip
         self.handler, self.clock = tracing.traced(handler), clock
         self.is_async = is_async(handler)
         self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
@@ -209,7 +212,7 @@ class Executor:
             if loop_thread:
                 run = self._loop.run_forever
                 self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))
-        elif not self.inline:
+        elif not self.inline and pool:
             for i in range(concurrency):
                 t = threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
                 self._threads.append(t)
@@ -217,8 +220,8 @@ class Executor:
             t.start()
 
     def run(self, job: Job, ctx: JobContext | None = None) -> Outcome:
-        """Run ``job`` on this thread (inline executors); ``ctx`` reaches handlers that
-        take one."""
+        """Run ``job`` on this thread (inline executors, or ``pool=False``); ``ctx``
+        reaches handlers that take one."""
         return run_sync(self.handler, job, self.clock, ctx, self.with_context and ctx is not None)
 
     def start(self, items: Sequence[_Item]) -> None:

@@ -56,8 +56,9 @@ class Handlers:
 
 def run_driver(driver: str, backend: Any, handler: Any) -> Callable[[], None]:
     """Start ``driver`` on queue ``c`` in a thread; return its stop function."""
-    if driver == "worker":
-        w = Worker("c", handler, backend, lease_ms=2000, idle_wait_ms=50).start()
+    if driver in ("worker", "worker-threads"):  # threads: a pool, or the crew (memory)
+        n = 3 if driver == "worker-threads" else 1
+        w = Worker("c", handler, backend, lease_ms=2000, idle_wait_ms=50, concurrency=n).start()
         return lambda: w.close()
     stop = threading.Event()
     t = threading.Thread(target=lambda: tick("c", handler, backend, max=1, lease_ms=2000,
@@ -67,7 +68,7 @@ def run_driver(driver: str, backend: Any, handler: Any) -> Callable[[], None]:
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-@pytest.mark.parametrize("driver", ["worker", "tick"])
+@pytest.mark.parametrize("driver", ["worker", "worker-threads", "tick"])
 @pytest.mark.parametrize("style", ["sync", "coro"])
 def test_cancel_a_running_job(kind: str, driver: str, style: str, make_backend: Any) -> None:
     backend = make_backend(kind)

@@ -157,3 +157,22 @@ def test_a_cancelled_error_nobody_asked_for_fails_the_attempt() -> None:
     for o in got.values():
         assert not o.ok and not o.cancelled and isinstance(o.error, HandlerCancelled)
         assert "gave up" in str(o.error)
+
+
+def test_a_sync_executor_without_a_pool_runs_on_the_callers_threads() -> None:
+    """``pool=False``: no threads of its own; ``run`` on the caller's thread (the
+    Worker's crew calls it from each of its threads), ``start`` is refused."""
+    before = threading.active_count()
+    ex = Executor(lambda j: threading.current_thread().name, 4, pool=False)
+    try:
+        assert not ex.inline and threading.active_count() == before
+        out = ex.run(job(1))
+        assert out.ok and out.result == threading.current_thread().name
+        try:
+            ex.start([(1, job(1), None)])
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("start() needs a pool")
+    finally:
+        ex.close()

@@ -22,9 +22,11 @@ from bunq import (
 from bunq.stacks import split
 
 
-@pytest.fixture
-def queue(make_backend: Callable[..., Any]) -> Queue:
-    return Queue("w", make_backend("sqlite"))
+@pytest.fixture(params=["sqlite", "memory"])
+def queue(request: pytest.FixtureRequest, make_backend: Callable[..., Any]) -> Queue:
+    """Both loops of a sync handler: the pool fed by the worker's thread (sqlite), and
+    the crew (memory: the handler threads lease and settle themselves)."""
+    return Queue("w", make_backend(request.param))
 
 
 def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -259,3 +261,59 @@ def test_unstorable_result_dead_letters_instead_of_killing_the_worker(queue: Que
     got = queue.get_job(job.id)
     assert got.reason is FailureReason.EXPLICIT_FAIL and "serialisable" in (got.error or "")
     assert queue.get_job(ok.id).result == "ok"
+
+
+def test_the_handler_threads_lease_and_settle_over_memory(make_backend: Any) -> None:
+    """Over the memory engine a sync handler's threads do the loop's work (Crew): a
+    call that hangs holds its own slot only; the other threads settle and lease on."""
+    q = Queue("w", make_backend("memory"))
+    release = threading.Event()
+    names: set[str] = set()
+
+    def handler(job: Any) -> None:
+        names.add(threading.current_thread().name)
+        if job.name == "hang":
+            release.wait(20)
+
+    hang = q.add("hang")
+    w = Worker("w", handler, q.backend, concurrency=2)
+    settled_on: set[str] = set()
+    settle = w._settle
+
+    def recorded(done: Any) -> None:
+        settled_on.add(threading.current_thread().name)
+        settle(done)
+
+    w._settle = recorded  # type: ignore[method-assign]
+    w.start()
+    try:
+        wait_for(lambda: q.get_state(hang.id) is JobState.ACTIVE)
+        q.add_bulk([("n", i) for i in range(300)])
+        wait_for(lambda: q.counts()["completed"] == 300)
+        assert q.get_state(hang.id) is JobState.ACTIVE
+    finally:
+        release.set()
+        w.close()
+    assert q.get_state(hang.id) is JobState.COMPLETED
+    assert all(n.startswith("bunq-job-") for n in names)
+    assert any(n.startswith("bunq-job-") for n in settled_on)  # not only the worker's thread
+
+
+def test_an_error_in_the_crews_loop_work_ends_the_worker(make_backend: Any) -> None:
+    q = Queue("w", make_backend("memory"))
+    q.add_bulk([("n", i) for i in range(5)])
+    w = Worker("w", lambda job: None, q.backend, concurrency=3)
+
+    def broken(done: Any) -> None:
+        raise RuntimeError("settle broke")
+
+    w._settle = broken  # type: ignore[method-assign]
+    errors: list[BaseException | None] = []
+    old = threading.excepthook
+    threading.excepthook = lambda args: errors.append(args.exc_value)
+    try:
+        w.start()
+        wait_for(lambda: not w.running, 5)
+    finally:
+        threading.excepthook = old
+    assert [str(e) for e in errors] == ["settle broke"]
