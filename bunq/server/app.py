@@ -149,10 +149,14 @@ class Server:
 
     async def _sweep(self) -> None:
         ctx = self.ctx
-        expired = ctx.leases.expired(ctx.backend.clock()) if ctx.events.active else []
         result = await ctx.run(ctx.backend.sweep)
-        if expired and (result.requeued or result.dead):
-            await leasewatch.stalled(ctx, expired)
+        if (result.requeued or result.dead) and ctx.events.active:
+            # Candidates read after the sweep: a lease that ran out while it ran was taken
+            # back too (read before it, such a lease was never announced); stalled()
+            # keeps only those the sweep took back.
+            expired = ctx.leases.expired(ctx.backend.clock())
+            if expired:
+                await leasewatch.stalled(ctx, expired)
         if result.requeued or result.dlq_retried or result.dead:
             ctx.waiters.notify_all()
         if result.dead:

@@ -116,5 +116,6 @@ async def stalled(ctx: ServerContext, expired: list[Lease]) -> None:
     for lease, job in zip(expired, await ctx.run(states), strict=True):
         if job is None or job.state is not JobState.ACTIVE or job.attempts != lease.attempt:
             by_queue.setdefault(lease.job.queue, []).append(lease.job.id)
+            ctx.leases.forget(lease)  # announced once, not again by a later sweep
     for queue, ids in by_queue.items():
         ctx.events.stalled(queue, ids)

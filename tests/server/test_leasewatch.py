@@ -125,3 +125,40 @@ def test_a_settled_or_dropped_lease_cancels_its_timeout_timer() -> None:
         return [t.cancelled() for t in timers]
 
     assert asyncio.run(run()) == [True, True, False]  # c is still held: its timer stands
+
+
+def test_a_lease_that_runs_out_while_the_sweep_runs_is_announced(tmp_path: Any) -> None:
+    """The sweep's stall candidates are read after it ran: a lease that ran out while
+    the sweep ran was taken back by it, and is announced (read before, it never was:
+    later sweeps took nothing back, so nothing was announced)."""
+    now = [1_000_000_000]
+    backend = behind(tmp_path, "sqlite", clock=lambda: now[0])
+    real_sweep = backend.sweep
+
+    def sweep() -> Any:
+        now[0] += 10_000  # a lease pulled before this sweep runs out during it
+        return real_sweep()
+
+    backend.sweep = sweep
+    cfg = ServerConfig(port=0, http_port=None, sweep_interval=0.05, cron_interval=3600.0)
+    with BackgroundServer(backend, cfg, close_backend=True) as srv:
+        sub = Raw(srv.port)
+        assert sub.call({"cmd": "SubscribeEvents", "queue": "q"})["ok"]
+        c = Raw(srv.port)
+        job_id = push(c)
+        assert c.call({"cmd": "PULL", "queue": "q", "lockTtl": 5_000})["job"]["id"] == job_id
+        stalled: list[str] = []
+
+        def announced() -> bool:
+            try:
+                frame = sub.recv(0.1)
+            except TimeoutError:
+                return False
+            if frame.get("event", {}).get("eventType") == "stalled":
+                stalled.append(frame["event"]["jobId"])
+            return job_id in stalled
+
+        eventually(announced)
+        assert state(c, job_id) == "waiting"
+        c.close()
+        sub.close()
