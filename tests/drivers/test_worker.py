@@ -299,10 +299,17 @@ def test_the_handler_threads_lease_and_settle_over_memory(make_backend: Any) -> 
     assert any(n.startswith("bunq-job-") for n in settled_on)  # not only the worker's thread
 
 
-def test_an_error_in_the_crews_loop_work_ends_the_worker(make_backend: Any) -> None:
+async def _async_noop(job: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize("handler", [lambda job: None, _async_noop], ids=["crew", "onloop"])
+def test_an_error_in_the_loops_own_work_ends_the_worker(make_backend: Any, handler: Any) -> None:
+    """Memory engine: an error in leasing or settling, on a handler thread (the crew) or
+    in a turn of the handler's loop (OnLoop), ends the worker and reaches excepthook."""
     q = Queue("w", make_backend("memory"))
     q.add_bulk([("n", i) for i in range(5)])
-    w = Worker("w", lambda job: None, q.backend, concurrency=3)
+    w = Worker("w", handler, q.backend, concurrency=3)
 
     def broken(done: Any) -> None:
         raise RuntimeError("settle broke")

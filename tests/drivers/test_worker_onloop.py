@@ -160,28 +160,6 @@ def test_an_idle_worker_wakes_on_add_and_its_loop_stays_free(queue: Queue) -> No
     w.close()
 
 
-def test_an_error_in_a_turn_ends_the_worker(queue: Queue) -> None:
-    async def handler(job: Job) -> None:
-        return None
-
-    queue.add("n")
-    w = Worker("w", handler, queue.backend)
-
-    def broken(done: Any) -> None:
-        raise RuntimeError("settle broke")
-
-    w._settle = broken  # type: ignore[method-assign]
-    errors: list[BaseException | None] = []
-    old = threading.excepthook
-    threading.excepthook = lambda args: errors.append(args.exc_value)
-    try:
-        w.start()
-        wait_for(lambda: not w.running, 5)
-    finally:
-        threading.excepthook = old
-    assert [str(e) for e in errors] == ["settle broke"]
-
-
 def test_a_call_that_never_suspends_is_done_when_start_returns() -> None:
     """``loop_thread=False``: ``start`` from one of the loop's callbacks runs each call's
     first step at once (a task started eagerly, on 3.11 too), in its own task."""
