@@ -155,17 +155,21 @@ def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None
 
 _CACHE_MAX = 1024
 _options_cache: dict[tuple[Any, ...], JobOptions] = {}
+#: fields of a PUSH (or a PUSHB entry) that :func:`push_options` never reads: left out
+#: of the cache key (``reqId`` differs per request: with it no single PUSH ever hit)
+_NOT_OPTIONS = frozenset({"name", "data", "cmd", "queue", "reqId"})
 
 
 def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
-    """Validated options of one job; jobs of one shape (a bulk) share one JobOptions.
+    """Validated options of one job; jobs of one shape (a bulk, a producer's PUSHes)
+    share one JobOptions.
 
-    The cache key holds every field but name and data, with its type (so a
+    The cache key holds every field but :data:`_NOT_OPTIONS`, with its type (so a
     cached ``False`` never stands in for a refused ``0``); custom ids are not cached.
     """
     try:
         key: tuple[Any, ...] | None = (id_key, *[
-            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"])  # fmt: skip
+            (k, type(v), v) for k, v in fields.items() if k not in _NOT_OPTIONS])  # fmt: skip
         hit = _options_cache.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable value (a dedup map, a list): no caching
         key, hit = None, None

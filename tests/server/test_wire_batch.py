@@ -65,3 +65,16 @@ def test_a_bad_job_after_a_good_one_gets_its_error(bad: Any) -> None:
         push_batch({"queue": "q", "jobs": [good, dict(good), bad]})
     assert str(got.value) == str(want.value)
     assert isinstance(got.value, ValidationError) or "tags" in str(got.value)
+
+
+def test_single_pushes_share_options_whatever_their_request_id() -> None:
+    def push(req_id: str, **fields: Any) -> Any:
+        msg = {"cmd": "PUSH", "queue": "q", "name": "j", "data": 1, "reqId": req_id, **fields}
+        return push_job("q", msg)
+
+    a, b = push("1", priority=2), push("2", priority=2)
+    assert a.opts is b.opts and a.opts.priority == 2
+    assert push("3", priority=3).opts.priority == 3
+    assert push("4", removeOnComplete=True).opts.remove_on_complete
+    with pytest.raises(ValidationError):
+        push("5", removeOnComplete=1)  # == True, but not a bool: refused, never the cached
