@@ -1,5 +1,6 @@
-"""PUSHB's per-bulk parse (bunq.server.wire.push_batch): a job of the previous job's
-shape shares its work, and every other job is parsed in full, with its errors."""
+"""The admission paths' shortcuts: PUSHB's per-bulk parse (bunq.server.wire.push_batch:
+a job of the previous job's shape shares its work, every other job is parsed in full,
+with its errors), the options cache of single PUSHes, PUSH's prepared reply."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 from bunq.errors import ValidationError
+from bunq.job import JobState
 from bunq.server.wire import push_batch, push_job
 
 
@@ -78,3 +80,19 @@ def test_single_pushes_share_options_whatever_their_request_id() -> None:
     assert push("4", removeOnComplete=True).opts.remove_on_complete
     with pytest.raises(ValidationError):
         push("5", removeOnComplete=1)  # == True, but not a bool: refused, never the cached
+
+
+def test_a_push_reply_is_prepared_and_encodes_as_before() -> None:
+    import asyncio
+
+    from bunq import connect
+    from bunq.protocol import Prepared, encode
+    from bunq.server.commands import load
+    from bunq.server.context import ServerConfig, ServerContext, Session
+
+    ctx = ServerContext(connect("memory://"), ServerConfig())
+    msg = {"cmd": "PUSH", "queue": "q", "name": "j", "data": {"n": 2**40}, "reqId": "7"}
+    reply = asyncio.run(load()["PUSH"](ctx, msg, Session(authed=True)))
+    assert type(reply) is Prepared and list(reply) == ["id"]
+    assert encode(reply, exact_ints=True) == encode(dict(reply))
+    assert [j.id for j in ctx.backend.get_jobs("q", JobState.WAITING)] == [reply["id"]]
