@@ -1,12 +1,13 @@
-"""CPU time per admitted job on the three admission paths of issue 19; prints JSON.
+"""CPU time per admitted job on the admission paths of issue 19; prints JSON.
 
     python bench/admission.py                  # this checkout, 5 rounds, medians
     python bench/admission.py --tree DIR       # another tree (as bench/cpu_per_job.py)
-    python bench/admission.py --profile pushb  # cProfile one path instead (add|bulk|pushb)
+    python bench/admission.py --profile pushb  # cProfile one path instead (add|bulk|pushb|push)
     python bench/admission.py --instructions   # callgrind instructions per job (slow)
     python bench/admission.py --instructions --only add --held 100000  # with 100k jobs held
 
 ``add``: single ``Queue.add`` on ``memory://``; ``bulk``: ``Queue.add_bulk`` of 1,000;
+``push``: single PUSHes, 100 in flight, as bunqueue's Python client sends them;
 ``pushb``: what ``bunq serve`` does for one PUSHB frame of 1,000 jobs as bunqueue's JS
 client sends them, in process, on ``memory://?data=<file>`` (the server's default):
 decode the frame, run the PUSHB command through the server's group commit, encode the
@@ -95,8 +96,39 @@ def pushb(n: int) -> Any:
     return lambda: loop.run_until_complete(frames(n // 1000))
 
 
-PATHS = {"add": mem_add, "bulk": mem_bulk, "pushb": pushb}
-CALLGRIND_N = {"add": (1_000, 3_000), "bulk": (2_000, 6_000), "pushb": (2_000, 6_000)}
+def push(n: int) -> Any:
+    """Single PUSHes as bunqueue's Python client sends them, 100 in flight (its
+    threads share one pipelined connection): decode, handler, group commit, reply."""
+    from bunq import connect
+    from bunq.codec import packb
+    from bunq.protocol import FrameDecoder, Prepared, encode, js_safe
+    from bunq.server.commands import load
+    from bunq.server.context import ServerConfig, ServerContext, Session
+
+    d = tempfile.mkdtemp(prefix="bunq-admit-")
+    ctx = ServerContext(connect(f"memory://?data={d}/a.db"), ServerConfig())
+    bodies = [packb({"cmd": "PUSH", "queue": "p", "data": PAYLOAD, "name": "job",
+                     "reqId": str(i)}) for i in range(100)]  # fmt: skip
+    frames = b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+    handler, session, loop = load()["PUSH"], Session(authed=True), asyncio.new_event_loop()
+
+    async def one(msg: Any) -> None:  # what Connection._run does around the handler
+        fields = await handler(ctx, msg, session)
+        reply = {"ok": True, **fields, "reqId": js_safe(msg["reqId"])}
+        encode(reply, exact_ints=type(fields) is Prepared)
+
+    async def rounds(k: int) -> None:
+        dec = FrameDecoder()
+        for _ in range(k):
+            await asyncio.gather(*[one(m) for m in dec.feed(frames)])
+
+    loop.run_until_complete(rounds(2))
+    return lambda: loop.run_until_complete(rounds(n // 100))
+
+
+PATHS = {"add": mem_add, "bulk": mem_bulk, "pushb": pushb, "push": push}
+CALLGRIND_N = {"add": (1_000, 3_000), "bulk": (2_000, 6_000), "pushb": (2_000, 6_000),
+               "push": (2_000, 6_000)}  # fmt: skip
 
 
 def instructions(path: str, tree: str | None) -> int:
@@ -124,7 +156,7 @@ def main() -> None:
     ap.add_argument("--tree", help="import bunq from this tree instead of the installed one")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--n", type=int, default=50_000)
-    ap.add_argument("--only", default="add,bulk,pushb")
+    ap.add_argument("--only", default="add,bulk,pushb,push")
     ap.add_argument("--held", type=int, default=1000, help="jobs held before the single adds")
     ap.add_argument("--profile", choices=sorted(PATHS))
     ap.add_argument(

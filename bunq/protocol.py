@@ -291,6 +291,9 @@ class FrameDecoder:
         unpacker = self._big
         if unpacker is None:
             self._count.n = 0
+            # every array or map takes at least one byte: a body of at most MAX_CONTAINERS
+            # bytes cannot build more, so it needs no counting hook (a call per container)
+            hook = self._count if size > self._count.limit else None
             unpacker = self._big = Unpacker(
                 raw=False,
                 ext_hook=_ext_hook,
@@ -302,8 +305,8 @@ class FrameDecoder:
                 max_ext_len=size,
                 max_array_len=min(size, _MAX_CONTAINER),
                 max_map_len=min(size, _MAX_CONTAINER),
-                list_hook=self._count,
-                object_hook=self._count,
+                list_hook=hook,
+                object_hook=hook,
             )
             self._fed = 0
         avail = len(self._buf) - self._pos
@@ -420,7 +423,7 @@ def encode(msg: Mapping[str, Any], *, exact_ints: bool = False, strict: bool = F
     :raises ProtocolError: the message cannot be encoded at all.
     """
     try:
-        if any(type(v) is Packed for v in msg.values()):
+        if Packed in map(type, msg.values()):  # (a C loop: no generator per reply)
             body = _splice(msg, exact_ints)
         else:
             body = packb(

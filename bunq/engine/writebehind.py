@@ -325,19 +325,25 @@ class WriteBehind:
         meta = codec.meta
         pack_one = packer()  # one encoder for the shard's rows
         held = len(batch.held)
+        inserts, updates = batch.inserts, batch.updates
+        last_opts: object = None  # a bulk's jobs share one options object: encoded once
+        opts_blob = b""
         with self.core.xlock:  # results LRU
             for jid, rec in dirty.items():
                 if rec is None:
                     batch.deletes.append((jid,))
                     continue
                 try:
-                    result = results.peek(jid) if rec.state is COMPLETED else None
+                    state = rec.state
+                    result = results.peek(jid) if state is COMPLETED else None
                     if rec.saved:
-                        batch.updates.append((rec.state.value, meta(rec, pack_one), result, jid))
+                        updates.append((state.value, meta(rec, pack_one), result, jid))
                     else:
-                        row = meta(rec, pack_one)
-                        batch.inserts.append((jid, rec.queue, rec.state.value, rec.data,
-                                              blob_of(rec.opts), row, result))  # fmt: skip
+                        opts = rec.opts
+                        if opts is not last_opts:
+                            opts_blob, last_opts = blob_of(opts), opts
+                        inserts.append((jid, rec.queue, state.value, rec.data, opts_blob,
+                                        meta(rec, pack_one), result))  # fmt: skip
                         rec.saved = True
                 except Exception as exc:  # kept dirty and reported, never dropped
                     batch.held.append((shard, jid, rec, exc))

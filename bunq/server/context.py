@@ -227,6 +227,9 @@ class ServerContext:
         """Admit ``jobs`` (atomic as one request) through the group commit."""
         out = await self.adder.submit(jobs)
         self.metrics.pushed.inc(len(out))
+        if len(out) == 1:  # a single PUSH: no Counter to build
+            self.waiters.notify((out[0].queue,), 1)
+            return out
         for queue, n in Counter(j.queue for j in out).items():
             self.waiters.notify((queue,), n)
         return out

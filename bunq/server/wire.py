@@ -155,17 +155,21 @@ def _identity(o: dict[str, Any], fields: Mapping[str, Any], id_key: str) -> None
 
 _CACHE_MAX = 1024
 _options_cache: dict[tuple[Any, ...], JobOptions] = {}
+#: fields of a PUSH (or a PUSHB entry) that :func:`push_options` never reads: left out
+#: of the cache key (``reqId`` differs per request: with it no single PUSH ever hit)
+_NOT_OPTIONS = frozenset({"name", "data", "cmd", "queue", "reqId"})
 
 
 def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
-    """Validated options of one job; jobs of one shape (a bulk) share one JobOptions.
+    """Validated options of one job; jobs of one shape (a bulk, a producer's PUSHes)
+    share one JobOptions.
 
-    The cache key holds every field but name and data, with its type (so a
+    The cache key holds every field but :data:`_NOT_OPTIONS`, with its type (so a
     cached ``False`` never stands in for a refused ``0``); custom ids are not cached.
     """
     try:
         key: tuple[Any, ...] | None = (id_key, *[
-            (k, type(v), v) for k, v in fields.items() if k != "name" and k != "data"])  # fmt: skip
+            (k, type(v), v) for k, v in fields.items() if k not in _NOT_OPTIONS])  # fmt: skip
         hit = _options_cache.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable value (a dedup map, a list): no caching
         key, hit = None, None
@@ -188,12 +192,47 @@ def push_job(queue: str, fields: Mapping[str, Any], id_key: str = "jobId") -> Ne
     return build_new_job(queue, name, data, opts, opts.job_id or new_job_id())
 
 
+#: value types whose ``==`` is exact once the types match: an option field of one of these,
+#: equal to the previous job's and of the same type, parses to the same options
+_SCALARS = frozenset({bool, int, float, str, type(None)})
+
+
 def push_batch(msg: Mapping[str, Any]) -> list[NewJob]:
+    """The NewJobs of one ``PUSHB``; a job of the previous job's shape shares its work.
+
+    A bulk is mostly one shape: the same option fields with the same scalar
+    values and the same name. Such a job reuses the previous job's validated
+    name (the very object, so the backend does not check it again) and its
+    JobOptions, skipping :func:`push_job`'s parse; any other job takes
+    :func:`push_job` (so bad input gets its errors, in order).
+    """
     queue = queue_of(msg)
     jobs = msg.get("jobs")
     if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
         raise ValidationError(f"jobs must be a list of 1-{MAX_BATCH} jobs", field="jobs")
-    return [push_job(queue, j, "customId") for j in jobs]
+    out: list[NewJob] = []
+    append, next_id = out.append, new_job_id
+    last_rest: dict[str, Any] | None = None  # the previous job's option fields (scalars)
+    last_types: list[type] = []
+    last_name = ""
+    opts = JobOptions()  # the previous job's (unused until last_rest is set)
+    for fields in jobs:
+        if type(fields) is dict:
+            rest = fields.copy()
+            name = rest.pop("name", None)
+            data = rest.pop("data", None)
+            if (rest == last_rest and type(name) is str and name == last_name
+                    and list(map(type, rest.values())) == last_types):  # fmt: skip
+                append(build_new_job(queue, last_name, data, opts, next_id()))
+                continue
+        job = push_job(queue, fields, "customId")
+        append(job)
+        last_rest = None
+        if type(fields) is dict and job.opts.job_id is None and job.name is fields.get("name"):
+            types = list(map(type, rest.values()))
+            if _SCALARS.issuperset(types):
+                last_rest, last_types, last_name, opts = rest, types, job.name, job.opts
+    return out
 
 
 def state_of(value: object, name: str = "state") -> JobState:

@@ -15,7 +15,7 @@ from bunq.backends import connect
 from bunq.backends.base import DlqConfig, QueueLimits
 from bunq.backends.embedded import EmbeddedBackend
 from bunq.errors import ConfigError, DataFileLocked
-from bunq.job import FailureReason, JobState
+from bunq.job import FailureReason, JobState, build_new_job, new_job_id
 from bunq.policy import decide_failure
 from bunq.queue import new_job
 
@@ -223,3 +223,35 @@ def test_write_behind_loss_is_bounded_by_the_window(tmp_path: Any) -> None:
     assert window_ms < 1_000
     newest = sorted(at for _, at in acked)[-len(lost) :] if lost else []
     assert sorted(lost) == newest  # only the newest acks can be lost: a prefix is on disk
+
+
+def test_a_bulk_of_one_options_object_encodes_it_once(
+    tmp_path: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write-behind encodes a bulk's shared options once per flush, and jobs of
+    interleaved options objects each get their own back after a restart."""
+    from bunq.engine import writebehind
+
+    calls: list[object] = []
+    real = writebehind.options_blob
+
+    def counted(opts: Any) -> bytes:
+        calls.append(opts)
+        return real(opts)
+
+    monkeypatch.setattr(writebehind, "options_blob", counted)
+    b = EmbeddedBackend(str(tmp_path / "e.db"), clock=clock, shards=1)
+    one = new_job("q", "job", 0, {"priority": 1}).opts
+    b.add([build_new_job("q", "job", i, one, new_job_id()) for i in range(50)])
+    assert b.store is not None
+    b.store.sync()
+    assert len(calls) == 1
+    other = new_job("q", "job", 0, {"priority": 7}).opts
+    b.add([build_new_job("q", "job", i, one if i % 2 else other, new_job_id())
+           for i in range(6)])  # fmt: skip
+    before = state(b)
+    b = reopen(b, clock)
+    assert state(b) == before
+    priorities = [b.get_job(r.id).opts.priority for s in b.shards for r in s.jobs.values()]  # type: ignore[union-attr]
+    assert sorted(priorities) == [1] * 53 + [7] * 3
+    b.close()

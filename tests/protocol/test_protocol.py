@@ -257,6 +257,30 @@ def test_empty_arrays_are_refused_past_the_container_bound_in_bounded_steps() ->
     assert steps <= MAX_CONTAINERS // DECODE_SLICE + 2  # stopped near the bound, not at 4M
 
 
+def test_only_a_body_past_the_container_bound_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body of at most MAX_CONTAINERS bytes cannot hold more containers than that, so
+    it is decoded without the counting hook; a larger one is counted (and refused)."""
+    from bunq import protocol
+
+    calls = [0]
+    real = protocol._Counted.__call__
+
+    def counted(self: Any, obj: Any) -> Any:
+        calls[0] += 1
+        return real(self, obj)
+
+    monkeypatch.setattr(protocol._Counted, "__call__", counted)
+    jobs = [{"name": "j", "data": {"n": i, "pad": "x" * 90}} for i in range(1000)]
+    small = msgpack.packb({"cmd": "PUSHB", "queue": "q", "jobs": jobs})
+    assert protocol.DECODE_SLICE < len(small) <= protocol.MAX_CONTAINERS
+    got = list(FrameDecoder().feed(len(small).to_bytes(4, "big") + small))
+    assert got[0]["jobs"] == jobs and calls[0] == 0
+    big = _empty_arrays_body(4)  # 256 KiB: over the bound in bytes and in arrays
+    with pytest.raises(ProtocolError, match="arrays and maps"):
+        list(FrameDecoder().feed(len(big).to_bytes(4, "big") + big))
+    assert calls[0] > protocol.MAX_CONTAINERS
+
+
 def test_the_buffer_grows_only_as_bytes_arrive() -> None:
     from bunq.protocol import NEED_DATA
 

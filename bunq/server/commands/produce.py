@@ -25,9 +25,9 @@ async def push(ctx: ServerContext, msg: Mapping[str, Any], s: Session) -> dict[s
     With ``repeat`` the job is repeatable (:mod:`bunq.repeat`, on the cron machinery):
     ``id`` is its first run's."""
     if msg.get("repeat") is not None:
-        return {"id": (await _push_repeatable(ctx, msg)).id}
+        return Prepared(id=(await _push_repeatable(ctx, msg)).id)
     stored = await ctx.add([push_job(queue_of(msg), msg)])
-    return {"id": stored[0].id}
+    return Prepared(id=stored[0].id)  # a string: nothing for the int64 rule
 
 
 async def _push_repeatable(ctx: ServerContext, msg: Mapping[str, Any]) -> Job:
