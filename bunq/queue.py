@@ -201,7 +201,10 @@ class Queue:
         batch = []
         queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
         for item in jobs:
-            if isinstance(item, tuple) and 1 <= len(item) <= 3:  # first: the cheap check
+            if type(item) is tuple and len(item) == 2:  # (name, data): the common shape
+                name, data = item
+                opts = _NO_OPTS
+            elif isinstance(item, tuple) and 1 <= len(item) <= 3:
                 name, data, opts = (*item, None, _NO_OPTS)[:3] if len(item) < 3 else item
                 opts = opts or _NO_OPTS
             elif isinstance(item, Mapping):

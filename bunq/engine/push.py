@@ -21,12 +21,13 @@ from typing import Any
 from ..batching import BULK, paused_gc
 from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
-from ..job import Job, NewJob, UniqueStrategy, admitted_job, check_new_jobs
+from ..job import Job, JobDraft, NewJob, UniqueStrategy, admitted_job, check_new_jobs
 from .core import Core
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
+new_draft = object.__new__
 
 
 def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
@@ -92,14 +93,20 @@ def _add_one(core: Core, job: NewJob) -> list[Job]:
 
 def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     route = core.route
-    shard = route(jobs[0].queue)
+    first = jobs[0].queue
+    shard = route(first)
     plain = True
+    last: object = None
     for job in jobs:  # every queue name is checked before anything else
         o = job.opts
-        if (job.queue != jobs[0].queue and route(job.queue) is not shard) or (
-                o.job_id is not None or o.unique_key is not None or o.depends_on
-                or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
+        queue = job.queue
+        if queue is not first and queue != first and route(queue) is not shard:
             plain = False
+        elif o is not last:  # a bulk of one options object: looked at once
+            last = o
+            if (o.job_id is not None or o.unique_key is not None or o.depends_on
+                    or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
+                plain = False
     limit = core.max_payload
     blobs = pack_all([job.data for job in jobs], "data", limit)
     durable = False
@@ -118,8 +125,12 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
                blobs: list[bytes]) -> list[Job]:  # fmt: skip
     """Insert jobs with no lookups into their one shard, all or none.
 
-    A job ready at once with no TTL and no group takes :meth:`Shard.to_ready`
-    (the ungrouped lane directly); any other job :meth:`Shard.to_waiting`.
+    A job ready at once with no TTL and no group goes straight into its queue's
+    ungrouped lane (:meth:`Shard.to_ready`, inlined: the queue's counters move
+    once per call, see :meth:`Shard.readied`); any other job takes
+    :meth:`Shard.to_waiting`. The queue state and the ready-or-not decision are
+    looked up again only when the queue or options object changes from the job
+    before (a bulk of one shape looks them up once).
     """
     out: list[Job] = []
     append = out.append
@@ -129,7 +140,15 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
             shard.promote(now)  # due delayed jobs enter their lanes before new ones
         records, queues, queue_of = shard.jobs, shard.queues, shard.queue
         seq = shard.next_seq(now, len(jobs)) - 1
-        to_ready = shard.to_ready
+        dirty = shard.dirty
+        last_queue: object = None
+        last_opts: object = None
+        q: Any = None
+        ready = 0  # jobs pushed onto q's ungrouped lane, not yet counted (Shard.readied)
+        push: Any = None
+        listing: Any = None
+        ready_at_once = plain_job = False
+        delay = 0
         try:
             for job, blob in zip(jobs, blobs, strict=True):
                 seq += 1
@@ -138,17 +157,66 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
                     raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
                 o = job.opts
                 queue = job.queue
-                delay = o.delay
+                if queue is not last_queue:
+                    if ready:
+                        shard.readied(q, ready)
+                        ready = 0
+                    last_queue, last_opts = queue, None
+                    q = queues.get(queue) or queue_of(queue)
+                    lanes = q.lanes
+                    push, listing = lanes.ready.push, lanes.listing
+                if o is not last_opts:
+                    last_opts = o
+                    delay = o.delay
+                    ready_at_once = not (delay or o.ttl is not None or o.group is not None)
+                    plain_job = ready_at_once and listing is None
+                    state = DELAYED if delay else WAITING
                 rec = Rec(jid, queue, job.name, blob, o, WAITING, seq, now, now + delay)
                 records[jid] = rec
-                q = queues.get(queue) or queue_of(queue)
-                if delay or o.ttl is not None or o.group is not None:
-                    shard.to_waiting(q, rec, now)
+                if plain_job:  # Shard.to_ready, its counters kept back (see above)
+                    rec.eseq = eseq = shard.eseq = shard.eseq + 1
+                    push(jid, rec.priority, rec.lifo, eseq)
+                    ready += 1
+                    if dirty is not None:
+                        dirty[jid] = rec
+                elif ready_at_once:
+                    if ready:
+                        shard.readied(q, ready)
+                        ready = 0
+                    shard.to_ready(q, rec)
                 else:
-                    to_ready(q, rec)
-                state = DELAYED if delay else WAITING
-                append(admitted_job(jid, queue, job.name, job.data, state, o, now, now + delay))
+                    if ready:
+                        shard.readied(q, ready)
+                        ready = 0
+                    shard.to_waiting(q, rec, now)
+                # admitted_job(jid, queue, job.name, job.data, state, o, now, now + delay)
+                # inlined: a call less per job (tests/engine/test_push.py compares)
+                snap: Any = new_draft(JobDraft)
+                snap.id = jid
+                snap.queue = queue
+                snap.name = job.name
+                snap.data = job.data
+                snap.state = state
+                snap.opts = o
+                snap.attempts = 0
+                snap.created_at = now
+                snap.run_at = now + delay
+                snap.started_at = None
+                snap.finished_at = None
+                snap.progress = 0
+                snap.result = None
+                snap.error = None
+                snap.reason = None
+                snap.history = ()
+                snap.stalls = 0
+                snap.__class__ = Job
+                append(snap)
+            if ready:
+                shard.readied(q, ready)
+                ready = 0
         except BaseException:
+            if ready:
+                shard.readied(q, ready)  # the lane holds them: count them before forgetting
             for job in jobs[: len(out)]:  # all or none
                 shard.forget(shard.queues[job.queue], records[job.id])
             raise
