@@ -29,6 +29,7 @@ from .job import (
     attach_all,
     build_new_job,
     new_job_id,
+    new_job_ids,
 )
 from .jobevents import EventKind, JobEvent, added_events
 from .jobrules import FlowFailure
@@ -200,6 +201,7 @@ class Queue:
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch = []
         queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
+        ids = new_job_ids()
         for item in jobs:
             if type(item) is tuple and len(item) == 2:  # (name, data): the common shape
                 name, data = item
@@ -223,7 +225,7 @@ class Queue:
                 if full.get("debounce") is not None:
                     full = debounced(full)
                 parsed = JobOptions.parse(full)
-            batch.append(build_new_job(queue, name, data, parsed, parsed.job_id or new_job_id()))
+            batch.append(build_new_job(queue, name, data, parsed, parsed.job_id or next(ids)))
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()
