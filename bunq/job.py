@@ -595,6 +595,8 @@ _set_handle = _Handle._queue.__set__  # type: ignore[attr-defined]
 #: (``bunq.engine.push._add_plain``): ``object.__new__(JobDraft)``, every field set,
 #: then ``__class__ = Job``
 JobDraft = _JobDraft
+#: the same for :func:`build_new_job` (``Queue.add_bulk``'s loop)
+NewJobDraft = _NewJobDraft
 
 
 def admitted_job(id: JobId, queue: str, name: str, data: Any, state: JobState,
