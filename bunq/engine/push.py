@@ -147,8 +147,8 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
         ready = 0  # jobs pushed onto q's ungrouped lane, not yet counted (Shard.readied)
         push: Any = None
         listing: Any = None
-        ready_at_once = plain_job = False
-        delay = 0
+        ready_at_once = plain_job = lifo = False
+        delay = priority = 0
         try:
             for job, blob in zip(jobs, blobs, strict=True):
                 seq += 1
@@ -170,12 +170,13 @@ def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
                     delay = o.delay
                     ready_at_once = not (delay or o.ttl is not None or o.group is not None)
                     plain_job = ready_at_once and listing is None
+                    priority, lifo = o.priority, o.lifo
                     state = DELAYED if delay else WAITING
                 rec = Rec(jid, queue, job.name, blob, o, WAITING, seq, now, now + delay)
                 records[jid] = rec
                 if plain_job:  # Shard.to_ready, its counters kept back (see above)
                     rec.eseq = eseq = shard.eseq = shard.eseq + 1
-                    push(jid, rec.priority, rec.lifo, eseq)
+                    push(jid, priority, lifo, eseq)
                     ready += 1
                     if dirty is not None:
                         dirty[jid] = rec
