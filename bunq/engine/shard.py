@@ -217,6 +217,8 @@ class Shard:
         """Count ``count`` new records that a caller pushed onto ``q``'s ungrouped lane
         itself, as :meth:`to_ready` does for each (state, ``eseq`` and lane entry set
         by the caller): the counters move and waiters wake once for the run."""
+        if not count:
+            return
         q.n_waiting += count
         q.version += count
         if q.nwait:
