@@ -21,12 +21,13 @@ from typing import Any
 from ..batching import BULK, paused_gc
 from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
-from ..job import Job, NewJob, UniqueStrategy, admitted_job, check_new_jobs
+from ..job import Job, JobDraft, NewJob, UniqueStrategy, admitted_job, check_new_jobs
 from .core import Core
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
+new_draft = object.__new__
 
 
 def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
@@ -92,14 +93,20 @@ def _add_one(core: Core, job: NewJob) -> list[Job]:
 
 def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
     route = core.route
-    shard = route(jobs[0].queue)
+    first = jobs[0].queue
+    shard = route(first)
     plain = True
+    last: object = None
     for job in jobs:  # every queue name is checked before anything else
         o = job.opts
-        if (job.queue != jobs[0].queue and route(job.queue) is not shard) or (
-                o.job_id is not None or o.unique_key is not None or o.depends_on
-                or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
+        queue = job.queue
+        if queue is not first and queue != first and route(queue) is not shard:
             plain = False
+        elif o is not last:  # a bulk of one options object: looked at once
+            last = o
+            if (o.job_id is not None or o.unique_key is not None or o.depends_on
+                    or o.parent_id or o.durable or o.group_max_size):  # fmt: skip
+                plain = False
     limit = core.max_payload
     blobs = pack_all([job.data for job in jobs], "data", limit)
     durable = False
@@ -116,42 +123,113 @@ def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
 
 def _add_plain(core: Core, shard: Shard, jobs: Sequence[NewJob],
                blobs: list[bytes]) -> list[Job]:  # fmt: skip
-    """Insert jobs with no lookups into their one shard, all or none.
-
-    A job ready at once with no TTL and no group takes :meth:`Shard.to_ready`
-    (the ungrouped lane directly); any other job :meth:`Shard.to_waiting`.
-    """
-    out: list[Job] = []
-    append = out.append
+    """Insert jobs with no lookups into their one shard, all or none
+    (:func:`_insert_plain`); return them as :func:`admitted_job` would."""
     with shard.lock:
         now = core.clock()
         if now >= shard.next_due:
             shard.promote(now)  # due delayed jobs enter their lanes before new ones
-        records, queues, queue_of = shard.jobs, shard.queues, shard.queue
-        seq = shard.next_seq(now, len(jobs)) - 1
-        to_ready = shard.to_ready
-        try:
-            for job, blob in zip(jobs, blobs, strict=True):
-                seq += 1
-                jid = job.id
-                if jid in records:
-                    raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
-                o = job.opts
-                queue = job.queue
-                delay = o.delay
-                rec = Rec(jid, queue, job.name, blob, o, WAITING, seq, now, now + delay)
-                records[jid] = rec
+        _insert_plain(shard, jobs, blobs, now)
+    return _admitted_jobs(jobs, now)
+
+
+def _insert_plain(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now: int) -> None:
+    """The records of :func:`_add_plain`, in their lanes (shard lock held).
+
+    A job ready at once with no TTL and no group goes straight into its queue's
+    ungrouped lane, as :meth:`Shard.to_ready` would put it, the queue's counters
+    moving once per run of such jobs (:meth:`Shard.readied`); any other job, or
+    any job of a queue whose waiting listing is built, takes
+    :meth:`Shard.to_waiting`. The queue state and that choice are looked up again
+    only when the queue or the options object changes from the job before (a bulk
+    of one shape looks them up once).
+    """
+    records, queues, queue_of, dirty = shard.jobs, shard.queues, shard.queue, shard.dirty
+    seq = shard.next_seq(now, len(jobs)) - 1
+    last_queue: object = None
+    last_opts: object = None
+    q: Any = None
+    push: Any = None
+    listing: Any = None
+    plain = lifo = False
+    delay = priority = 0
+    ready = 0  # jobs pushed onto q's ungrouped lane and not yet counted
+    done = 0
+    try:
+        for job, blob in zip(jobs, blobs, strict=True):
+            jid = job.id
+            if jid in records:
+                raise DuplicateJob(f"a job with id {jid!r} already exists", job_id=jid)
+            o = job.opts
+            queue = job.queue
+            if queue is not last_queue:
+                if ready:
+                    shard.readied(q, ready)
+                    ready = 0
+                last_queue, last_opts = queue, None
                 q = queues.get(queue) or queue_of(queue)
-                if delay or o.ttl is not None or o.group is not None:
-                    shard.to_waiting(q, rec, now)
-                else:
-                    to_ready(q, rec)
-                state = DELAYED if delay else WAITING
-                append(admitted_job(jid, queue, job.name, job.data, state, o, now, now + delay))
-        except BaseException:
-            for job in jobs[: len(out)]:  # all or none
-                shard.forget(shard.queues[job.queue], records[job.id])
-            raise
+                push, listing = q.lanes.ready.push, q.lanes.listing
+            if o is not last_opts:
+                last_opts = o
+                delay = o.delay
+                plain = listing is None and not (delay or o.ttl is not None or o.group is not None)
+                priority, lifo = o.priority, o.lifo
+            seq += 1
+            rec = Rec(jid, queue, job.name, blob, o, WAITING, seq, now, now + delay)
+            records[jid] = rec
+            if plain:  # Shard.to_ready, the counters kept back
+                rec.eseq = eseq = shard.eseq = shard.eseq + 1
+                push(jid, priority, lifo, eseq)
+                ready += 1
+                if dirty is not None:
+                    dirty[jid] = rec
+            else:
+                if ready:
+                    shard.readied(q, ready)
+                    ready = 0
+                shard.to_waiting(q, rec, now)
+            done += 1
+    except BaseException:
+        shard.readied(q, ready)  # the lane holds them: counted before they are forgotten
+        for job in jobs[:done]:  # all or none
+            shard.forget(shard.queues[job.queue], records[job.id])
+        raise
+    shard.readied(q, ready)
+
+
+def _admitted_jobs(jobs: Sequence[NewJob], now: int) -> list[Job]:
+    """``admitted_job`` of each of ``jobs``, inlined (a call less per job;
+    tests/engine/test_push.py compares them with the Job constructor)."""
+    out: list[Job] = []
+    append = out.append
+    last: object = None
+    delay = 0
+    state = WAITING
+    for job in jobs:
+        o = job.opts
+        if o is not last:
+            last, delay = o, o.delay
+            state = DELAYED if delay else WAITING
+        snap: Any = new_draft(JobDraft)
+        snap.id = job.id
+        snap.queue = job.queue
+        snap.name = job.name
+        snap.data = job.data
+        snap.state = state
+        snap.opts = o
+        snap.attempts = 0
+        snap.created_at = now
+        snap.run_at = now + delay
+        snap.started_at = None
+        snap.finished_at = None
+        snap.progress = 0
+        snap.result = None
+        snap.error = None
+        snap.reason = None
+        snap.history = ()
+        snap.stalls = 0
+        snap.__class__ = Job
+        append(snap)
     return out
 
 

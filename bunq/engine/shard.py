@@ -213,6 +213,17 @@ class Shard:
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
+    def readied(self, q: QueueState, count: int) -> None:
+        """Count ``count`` new records that a caller pushed onto ``q``'s ungrouped lane
+        itself, as :meth:`to_ready` does for each (state, ``eseq`` and lane entry set
+        by the caller): the counters move and waiters wake once for the run."""
+        if not count:
+            return
+        q.n_waiting += count
+        q.version += count
+        if q.nwait:
+            q.condition(self.lock).notify_all()
+
     def to_active(self, q: QueueState, rec: Rec, now: int, token: str, until: int,
                   owner: str) -> None:  # fmt: skip
         """Lease a ready ``rec`` (:meth:`Lanes.pick` took it out of its lane): one attempt."""

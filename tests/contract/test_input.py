@@ -70,6 +70,24 @@ def test_bulk_is_atomic_on_bad_item(backend: Any) -> None:
     assert [j.name for j in jobs] == ["a", "b", "c"]
 
 
+def test_bulk_item_shapes(backend: Any) -> None:
+    """Tuples of one, two (a tuple subclass too) or three items, and mappings."""
+    from collections import namedtuple
+
+    pair = namedtuple("pair", "name data")
+    q = Queue("q", backend)
+    jobs = q.add_bulk([("a",), ("b", 2), pair("c", 3), ("d", 4, {}), ("e", 5, None),
+                       {"name": "f"}, ("g", 7, {"priority": 2})])  # fmt: skip
+    assert [(j.name, j.data, j.priority) for j in jobs] == [
+        ("a", None, 0), ("b", 2, 0), ("c", 3, 0), ("d", 4, 0), ("e", 5, 0), ("f", None, 0),
+        ("g", 7, 2)]  # fmt: skip
+    assert len({j.id for j in jobs}) == 7
+    with pytest.raises(ValidationError):
+        q.add_bulk([("a", 1), ("b", 2, 3, 4)])
+    with pytest.raises(ValidationError):
+        q.add_bulk([("a", 1), ("b", 2, [("priority", 1)])])
+
+
 @requires(C.GET_JOB)
 def test_a_caller_chosen_id_that_exists_is_a_duplicate(backend: Any) -> None:
     """Ids given by a client (not the idempotent job_id option) never overwrite."""

@@ -146,3 +146,82 @@ def test_add_promotes_due_delayed_jobs_first(engine: Engine, put: Any, clock: An
     clock.advance(1_500)
     put(data="late")  # run_at = t0 + 1500: must come after `early`
     assert [lease.id for lease in take(n=2)][0] == early.id
+
+
+def test_plain_bulk_of_mixed_options_matches_the_one_by_one_path(
+    engine: Engine, clock: Any
+) -> None:
+    """A plain bulk whose options change from job to job (ready, delayed, TTL, grouped,
+    prioritised LIFO) and which crosses two queues of one shard: the same Jobs, counts
+    and lease order as the same jobs added one at a time (``_add_one``)."""
+    from bunq.job import Job
+
+    one, two = "q", next(n for n in (f"r{i}" for i in range(50))
+                         if engine.route(n) is engine.route("q"))  # fmt: skip
+    shapes = [(one, {}), (one, {"delay": 50}), (one, {"ttl": 10_000}), (two, {}),
+              (two, {"group": "g"}), (one, {"priority": 3, "lifo": True}), (one, {})]  # fmt: skip
+    batch = [new_job(qn, "j", i, opts) for i, (qn, opts) in enumerate(shapes * 3)]
+    other = Engine(clock=clock, shards=2)
+    try:
+        got = engine.add(batch)  # 21 jobs: the bulk path, plain (one shard, no lookups)
+        alone = [other.add([b])[0] for b in batch]
+        now = clock()
+        for job, new in zip(got, batch, strict=True):
+            delay = new.opts.delay
+            assert job == Job(new.id, new.queue, new.name, new.data,
+                              JobState.DELAYED if delay else JobState.WAITING, new.opts,
+                              created_at=now, run_at=now + delay)  # fmt: skip
+        assert got == alone
+        for qn in (one, two):
+            assert engine.counts(qn) == other.counts(qn)
+            order = [le.id for le in engine.lease(qn, 100, 1000, "t")]
+            assert order == [le.id for le in other.lease(qn, 100, 1000, "t")]
+        engine._check()
+    finally:
+        other.close()
+
+
+def test_plain_bulk_keeps_a_read_listing_in_step(engine: Engine) -> None:
+    """With the waiting listing built (a page was read), a plain bulk adds to it too."""
+    first = engine.add([new_job("q", "j", i, {}) for i in range(3)])
+    assert len(engine.get_jobs_page("q", JobState.WAITING, 100, None).jobs) == 3
+    more = engine.add([new_job("q", "j", i, {}) for i in range(70)])  # paused-GC size too
+    listed = [j.id for j in engine.get_jobs_page("q", JobState.WAITING, 100, None).jobs]
+    assert sorted(listed) == sorted(j.id for j in first + more)
+    engine._check()
+
+
+def test_plain_bulk_wakes_a_waiting_consumer(engine: Engine) -> None:
+    import threading
+
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(engine.wait("q", 5_000)))
+    waiter.start()
+    for _ in range(500):  # until the waiter is parked on the queue's condition
+        shard = engine.route("q")
+        with shard.lock:
+            if shard.queue("q").nwait:
+                break
+        threading.Event().wait(0.002)
+    engine.add([new_job("q", "j", i, {}) for i in range(5)])
+    waiter.join(5)
+    assert woke == [True]
+    assert engine.counts("q")[JobState.WAITING] == 5
+
+
+def test_plain_bulk_across_queues_with_one_options_object(engine: Engine) -> None:
+    """One options object for every job, two queues of one shard, only one of which has
+    its waiting listing built: each queue's lane, listing and counts get their own jobs."""
+    from bunq.job import DEFAULT_OPTIONS
+
+    two = next(n for n in (f"r{i}" for i in range(50)) if engine.route(n) is engine.route("q"))
+    engine.add([new_job(two, "j", 0, {})])
+    assert len(engine.get_jobs_page(two, JobState.WAITING, 100, None).jobs) == 1  # listing built
+    batch = [NewJob(two if i % 3 else "q", "j", i, DEFAULT_OPTIONS) for i in range(30)]
+    engine.add(batch)
+    for qn in ("q", two):
+        want = {b.id for b in batch if b.queue == qn}
+        listed = {j.id for j in engine.get_jobs_page(qn, JobState.WAITING, 100, None).jobs}
+        assert want <= listed and len(listed) == len(want) + (qn == two)
+        assert engine.counts(qn)[JobState.WAITING] == len(listed)
+    engine._check()

@@ -112,3 +112,44 @@ def test_ids_keep_their_layout_across_counter_groups(monkeypatch: pytest.MonkeyP
     got = [src.next() for _ in range(8)]
     ms = [1_700_000_000_000] * 4 + [1_700_000_000_001] * 4
     assert got == [reference(m, start + i, src._node) for i, m in enumerate(ms)]
+
+
+def test_id_stream_keeps_the_layout_and_shares_the_counter(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``new_job_ids`` (add_bulk's ids): next()'s layout, one clock read, one counter."""
+    import itertools
+
+    from bunq import job as jobmod
+
+    src = jobmod._IdSource()
+    start = (1 << 28) - 3  # crosses a 2**14 and a 2**28 boundary of the counter
+    src._count = itertools.count(start)
+    monkeypatch.setattr(jobmod.time, "time_ns", lambda: 1_700_000_000_000 * 1_000_000)
+    stream = src.stream()
+    got = [next(stream) for _ in range(4)] + [src.next()] + [next(stream) for _ in range(3)]
+    src._count = itertools.count(start)
+    assert got == [src.next() for _ in range(8)]
+    assert all(UUID7.match(i) for i in got) and got == sorted(got)
+
+
+def test_last_id_group_is_zero_padded() -> None:
+    from bunq import job as jobmod
+
+    for tail in (0, 1, 0xABC, (1 << 34) - 1, (1 << 48) - 1):
+        assert hex(jobmod._LAST_GROUP_BIT | tail)[3:] == f"{tail:012x}"
+
+
+@pytest.mark.parametrize("bad", [None, 7, "", "a\x00b", "x" * 257, "é" * 129, "\ud800"])
+def test_check_new_jobs_refuses_bad_ids(bad: object) -> None:
+    from bunq.job import DEFAULT_OPTIONS, NewJob, check_new_jobs
+
+    ok = NewJob("q", "n", 1, DEFAULT_OPTIONS, "fine")
+    with pytest.raises(ValidationError) as err:
+        check_new_jobs([ok, NewJob("q", "n", 1, DEFAULT_OPTIONS, bad)])  # type: ignore[arg-type]
+    assert err.value.data["field"] == "id"
+
+
+def test_check_new_jobs_takes_valid_non_ascii_ids() -> None:
+    from bunq.job import DEFAULT_OPTIONS, NewJob, check_new_jobs
+
+    check_new_jobs([NewJob("q", "n", 1, DEFAULT_OPTIONS, i) for i in ("é" * 128, "x" * 256)])
