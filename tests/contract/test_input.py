@@ -77,9 +77,9 @@ def test_bulk_item_shapes(backend: Any) -> None:
     pair = namedtuple("pair", "name data")
     q = Queue("q", backend)
     jobs = q.add_bulk([("a",), ("b", 2), pair("c", 3), ("d", 4, {}), ("e", 5, None),
-                       {"name": "f"}, ("g", 7, {"priority": 2})])  # fmt: skip
-    assert [(j.name, j.data, j.priority) for j in jobs] == [
-        ("a", None, 0), ("b", 2, 0), ("c", 3, 0), ("d", 4, 0), ("e", 5, 0), ("f", None, 0),
+                       {"name": "f"}, ("g", 7, {"attempts": 2})])  # fmt: skip
+    assert [(j.name, j.data, j.opts.attempts) for j in jobs] == [
+        ("a", None, 3), ("b", 2, 3), ("c", 3, 3), ("d", 4, 3), ("e", 5, 3), ("f", None, 3),
         ("g", 7, 2)]  # fmt: skip
     assert len({j.id for j in jobs}) == 7
     with pytest.raises(ValidationError):
