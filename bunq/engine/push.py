@@ -21,13 +21,12 @@ from typing import Any
 from ..batching import BULK, paused_gc
 from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
-from ..job import Job, JobDraft, NewJob, UniqueStrategy, admitted_job, check_new_jobs
+from ..job import Job, NewJob, UniqueStrategy, admitted_job, check_new_jobs
 from .core import Core
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
 
 Undo = list[tuple[Any, ...]]
-new_draft = object.__new__
 
 
 def add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
@@ -198,8 +197,8 @@ def _insert_plain(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now:
 
 
 def _admitted_jobs(jobs: Sequence[NewJob], now: int) -> list[Job]:
-    """``admitted_job`` of each of ``jobs``, inlined (a call less per job;
-    tests/engine/test_push.py compares them with the Job constructor)."""
+    """:func:`~bunq.job.admitted_job` of each of ``jobs`` (its delay read once per options
+    object)."""
     out: list[Job] = []
     append = out.append
     last: object = None
@@ -210,26 +209,7 @@ def _admitted_jobs(jobs: Sequence[NewJob], now: int) -> list[Job]:
         if o is not last:
             last, delay = o, o.delay
             state = DELAYED if delay else WAITING
-        snap: Any = new_draft(JobDraft)
-        snap.id = job.id
-        snap.queue = job.queue
-        snap.name = job.name
-        snap.data = job.data
-        snap.state = state
-        snap.opts = o
-        snap.attempts = 0
-        snap.created_at = now
-        snap.run_at = now + delay
-        snap.started_at = None
-        snap.finished_at = None
-        snap.progress = 0
-        snap.result = None
-        snap.error = None
-        snap.reason = None
-        snap.history = ()
-        snap.stalls = 0
-        snap.__class__ = Job
-        append(snap)
+        append(admitted_job(job.id, job.queue, job.name, job.data, state, o, now, now + delay))
     return out
 
 
