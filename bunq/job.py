@@ -591,12 +591,6 @@ _new = object.__new__
 _JobDraft = draft_class(Job)
 _NewJobDraft = draft_class(NewJob)
 _set_handle = _Handle._queue.__set__  # type: ignore[attr-defined]
-#: the writable twin of Job, for a hot loop that inlines :func:`admitted_job`
-#: (``bunq.engine.push._add_plain``): ``object.__new__(JobDraft)``, every field set,
-#: then ``__class__ = Job``
-JobDraft = _JobDraft
-#: the same for :func:`build_new_job` (``Queue.add_bulk``'s loop)
-NewJobDraft = _NewJobDraft
 
 
 def admitted_job(id: JobId, queue: str, name: str, data: Any, state: JobState,

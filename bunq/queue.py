@@ -25,7 +25,6 @@ from .job import (
     JobState,
     Lease,
     NewJob,
-    NewJobDraft,
     Settle,
     attach,
     attach_all,
@@ -44,7 +43,6 @@ from .repeat import PREFIX, add_repeatable
 from .stacks import split
 
 _NO_OPTS: Mapping[str, Any] = MappingProxyType({})
-_new_draft = object.__new__
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -233,16 +231,7 @@ class Queue:
                 if full.get("debounce") is not None:
                     full = debounced(full)
                 parsed = JobOptions.parse(full)
-            # build_new_job(queue, name, data, parsed, parsed.job_id or next(ids)), inlined
-            # (a call less per item; tests/drivers/test_queue_bulk.py compares)
-            job: Any = _new_draft(NewJobDraft)
-            job.queue = queue
-            job.name = name
-            job.data = data
-            job.opts = parsed
-            job.id = parsed.job_id or next(ids)
-            job.__class__ = NewJob
-            append(job)
+            append(build_new_job(queue, name, data, parsed, parsed.job_id or next(ids)))
         if not wants(self.backend, EventKind.ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()
