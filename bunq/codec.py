@@ -35,7 +35,7 @@ Setting = TypeVar("Setting", DlqConfig, QueueLimits)
 def pack(value: Any, what: str = "data", limit: int | None = None) -> bytes:
     """Encode a value as msgpack; raise ValidationError / PayloadTooLarge."""
     try:
-        out: bytes = packb(value, use_bin_type=True)
+        out: bytes = Packer(use_bin_type=True).pack(value)  # packb without its frame
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(f"job {what} is not serialisable: {exc}", field=what) from None
     if limit is not None and len(out) > limit:
