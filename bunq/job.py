@@ -428,10 +428,12 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
     Queue names raise ConfigError; the job name, id and options ValidationError.
     The payload is checked where it is encoded (:func:`bunq.codec.pack`). A queue,
     name or options object that is the very object the job before carried (a bulk
-    of one shape) is not checked again.
+    of one shape) is not checked again, nor a queue and name that are the very
+    objects the last call ended with (a producer adding jobs one by one; a str
+    cannot change, and holding it keeps its identity from being reused).
     """
-    queue: object = _UNSEEN
-    name: object = _UNSEEN
+    global _last_checked
+    queue, name = _last_checked
     last: object = _UNSEEN
     for job in jobs:
         if type(job) is not NewJob and not isinstance(job, NewJob):
@@ -449,9 +451,11 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
             if _CHECKED.get(id(opts)) is not opts:
                 check_options(opts)
             last = opts
+    _last_checked = (queue, name)
 
 
 _UNSEEN = object()
+_last_checked: tuple[object, object] = (_UNSEEN, _UNSEEN)  # (queue, name), both valid
 _MAX_ID = v.MAX_NAME_BYTES
 
 
