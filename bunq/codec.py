@@ -6,9 +6,9 @@ only module that imports msgpack: the rest of bunq (the wire protocol, the
 engine's hot paths, the Redis and SQS row formats) takes the calls below from
 here, so the library and its options are chosen in one place
 (``tests/unit/test_layers.py`` checks). The bare ``packb``/``unpackb`` serve
-callers that map errors themselves (as :func:`pack` does) or decode trusted
-bytes, and the hot loops that cannot afford a wrapper frame (the engine's add
-and lease paths); ``Unpacker`` is the wire's streaming decoder.
+callers that map errors themselves or decode trusted bytes, and the hot loops
+that cannot afford a wrapper frame (the engine's add and lease paths);
+``Unpacker`` is the wire's streaming decoder.
 """
 
 from __future__ import annotations
