@@ -6,9 +6,9 @@ only module that imports msgpack: the rest of bunq (the wire protocol, the
 engine's hot paths, the Redis and SQS row formats) takes the calls below from
 here, so the library and its options are chosen in one place
 (``tests/unit/test_layers.py`` checks). The bare ``packb``/``unpackb`` serve
-callers that map errors themselves (as :func:`pack` does) or decode trusted
-bytes, and the hot loops that cannot afford a wrapper frame (the engine's add
-and lease paths); ``Unpacker`` is the wire's streaming decoder.
+callers that map errors themselves or decode trusted bytes, and the hot loops
+that cannot afford a wrapper frame (the engine's add and lease paths);
+``Unpacker`` is the wire's streaming decoder.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ Setting = TypeVar("Setting", DlqConfig, QueueLimits)
 def pack(value: Any, what: str = "data", limit: int | None = None) -> bytes:
     """Encode a value as msgpack; raise ValidationError / PayloadTooLarge."""
     try:
-        out: bytes = packb(value, use_bin_type=True)
+        out: bytes = Packer(use_bin_type=True).pack(value)  # packb without its frame
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(f"job {what} is not serialisable: {exc}", field=what) from None
     if limit is not None and len(out) > limit:

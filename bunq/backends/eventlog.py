@@ -148,11 +148,16 @@ class _MemoryReader:
                     self.log.logs.pop(self.queue, None)  # nobody reads: drop its ring
 
 
+#: read on every add: on Python 3.11 an attribute of an enum class goes through
+#: ``EnumType.__getattr__``'s slot hook (~4x a module global's cost)
+_EVENTS = Capability.EVENTS
+
+
 def wants(backend: Backend, kind: EventKind, queue: str) -> bool:
     """Whether drivers should build and publish events of ``kind`` for ``queue`` (the
     backend keeps events, does not record that kind itself (``own_events``), and, where
     it can tell at once (memory: ``has_readers``), someone reads the queue)."""
-    if Capability.EVENTS not in backend.capabilities or kind in getattr(backend, "own_events", ()):
+    if _EVENTS not in backend.capabilities or kind in getattr(backend, "own_events", ()):
         return False
     has_readers = getattr(backend, "has_readers", None)
     return has_readers is None or bool(has_readers(queue))
@@ -161,7 +166,7 @@ def wants(backend: Backend, kind: EventKind, queue: str) -> bool:
 def publish(backend: Backend, events: Sequence[JobEvent]) -> None:
     """Publish ``events`` if the backend keeps events; a failure is logged, never raised
     (the change they describe is already made: readers of state still see it)."""
-    if not events or Capability.EVENTS not in backend.capabilities:
+    if not events or _EVENTS not in backend.capabilities:
         return
     own = getattr(backend, "own_events", None)  # recorded by the backend itself
     if own:
