@@ -7,7 +7,8 @@
     python bench/admission.py --instructions --only add --held 100000  # with 100k jobs held
 
 ``add``: single ``Queue.add`` on ``memory://``; ``bulk``: ``Queue.add_bulk`` of 1,000;
-``push``: single PUSHes, 100 in flight, as bunqueue's Python client sends them;
+``push``: single PUSHes, 100 in flight, as bunqueue's Python client sends them (with
+the latency metric ``Connection._run`` records per request);
 ``pushb``: what ``bunq serve`` does for one PUSHB frame of 1,000 jobs as bunqueue's JS
 client sends them, in process, on ``memory://?data=<file>`` (the server's default):
 decode the frame, run the PUSHB command through the server's group commit, encode the
@@ -113,8 +114,10 @@ def push(n: int) -> Any:
     handler, session, loop = load()["PUSH"], Session(authed=True), asyncio.new_event_loop()
 
     async def one(msg: Any) -> None:  # what Connection._run does around the handler
+        started = time.perf_counter()
         fields = await handler(ctx, msg, session)
         reply = {"ok": True, **fields, "reqId": js_safe(msg["reqId"])}
+        ctx.metrics.observe("PUSH", time.perf_counter() - started, True)
         encode(reply, exact_ints=type(fields) is Prepared)
 
     async def rounds(k: int) -> None:

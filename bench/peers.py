@@ -13,7 +13,8 @@ engine) runs under bun from ``tests/compat/js/node_modules`` (``npm ci`` there),
 driven by its own JS client (``bench/compat/bunqueue_client.mjs``,
 ``bench/bunqueue_side.ts``). Raw limits beside them: an apsw transaction of one
 insert into bunq's own schema (and of 1,000), psycopg INSERT per transaction and
-COPY, an asyncio TCP echo.
+COPY, an asyncio TCP echo, and bunqueue's Python client against a stub server that
+answers each PUSH at once (``--stub``: the single-add row's client-bound limit).
 
 Workloads (payload ~100 bytes): W1 n single adds from one producer; W2 adds in
 bulks of 1,000; W3 drain n queued jobs with a no-op handler, one process; W4
@@ -187,6 +188,7 @@ def rows(only: set[str]) -> list[dict[str, Any]]:
         ("peer", 2.0),
         ("tcp", "bunq", "py_single", str(t3)),
         {"bunqueue server": ("tcp", "bunqueue", "py_single", str(t3))},
+        {"stub server, same client": ("tcp", "stub", "py_single", str(t3))},
     )
     row(
         "tcp",
@@ -421,6 +423,8 @@ def tcp(server_kind: str, mode: str, n: int) -> dict[str, Any]:
     args = argparse.Namespace(
         bun=JS / "node_modules/.bin/bun", bunqueue_dir=JS,
         bunq_backend="memory://?data={tmp}/bunq-data.db")  # fmt: skip
+    if server_kind == "stub":
+        return stub_py_single(n)
     with tempfile.TemporaryDirectory(prefix="bunq-peers-") as scratch:
         args.client = Path(scratch) / srv_bench.CLIENT.name
         shutil.copy(srv_bench.CLIENT, args.client)
@@ -467,6 +471,64 @@ def py_single(port: int, n: int) -> dict[str, Any]:
     dt = time.perf_counter() - t0
     q.close()
     return {"n": each * PY_IN_FLIGHT, "per_s": round(each * PY_IN_FLIGHT / dt)}
+
+
+def stub_py_single(n: int) -> dict[str, Any]:
+    """:func:`py_single` against :func:`stub_server` in its own process: what the
+    client, sharing the machine's cores with a server, manages when the server
+    does no work at all (the row's client-bound limit)."""
+    import server as srv_bench
+
+    port = srv_bench.free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "--stub", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        srv_bench.wait_port(port)
+        res = py_single(port, n)
+    finally:
+        rss = srv_bench.peak_rss_mb(proc.pid)
+        proc.terminate()
+        proc.wait(30)
+    res["peak_rss_mb"] = round(rss)
+    return res
+
+
+def stub_server(port: int) -> None:
+    """A TCP server that answers every request frame at once, with the reply shape
+    ``bunq serve`` gives a PUSH (``{ok, id, reqId}``) and no work behind it."""
+    import asyncio
+    import itertools
+
+    import msgpack
+
+    ids = itertools.count(1)
+
+    class Stub(asyncio.Protocol):
+        def connection_made(self, transport: Any) -> None:
+            self.transport, self.buf = transport, bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            buf = self.buf
+            buf += data
+            out, pos = [], 0
+            while len(buf) - pos >= 4:
+                end = pos + 4 + int.from_bytes(buf[pos : pos + 4], "big")
+                if len(buf) < end:
+                    break
+                msg = msgpack.unpackb(buf[pos + 4 : end])
+                body = msgpack.packb({"ok": True, "id": str(next(ids)),
+                                      "reqId": msg.get("reqId")})  # fmt: skip
+                out.append(len(body).to_bytes(4, "big") + body)
+                pos = end
+            del buf[:pos]
+            if out:
+                self.transport.write(b"".join(out))
+
+    async def serve() -> None:
+        srv = await asyncio.get_running_loop().create_server(Stub, "127.0.0.1", port)
+        await srv.serve_forever()
+
+    asyncio.run(serve())
 
 
 # ------------------------------------------------------------------------- the run
@@ -552,12 +614,16 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # system work n
     ap.add_argument("--tcp", nargs=3, help=argparse.SUPPRESS)  # server mode n
+    ap.add_argument("--stub", type=int, help=argparse.SUPPRESS)  # port: stub_server
     args = ap.parse_args()
     if args.setup:
         setup()
         return
     if args.one:
         print(json.dumps(one(args.one[0], args.one[1], int(args.one[2]))))
+        return
+    if args.stub:
+        stub_server(args.stub)
         return
     if args.tcp:
         print(json.dumps(tcp(args.tcp[0], args.tcp[1], int(args.tcp[2]))))

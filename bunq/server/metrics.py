@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import platform
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 import prometheus_client
@@ -22,14 +24,14 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    Histogram,
     PlatformCollector,
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from ..job import JobState
 
@@ -84,6 +86,60 @@ class _QueueGauges(Collector):
         yield every
 
 
+class Tally(Collector):
+    """A counter bumped on the event loop's thread only, read at scrape time.
+
+    ``inc`` is an attribute add: a prometheus ``Counter`` takes a lock and checks
+    its labels on every call (1.6 µs, against a single PUSH's whole handler at
+    a few µs). The exposition is the same (``<name>_total``).
+    """
+
+    def __init__(self, name: str, doc: str, registry: CollectorRegistry) -> None:
+        self.name, self.doc, self.value = name, doc, 0
+        registry.register(self)
+
+    def inc(self, amount: int = 1) -> None:
+        self.value += amount
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.doc, value=self.value)
+
+
+class CommandHistogram(Collector):
+    """A histogram of seconds labelled by ``cmd``, observed on the event loop's thread
+    only: one ``bisect`` and two adds per observation, where a prometheus
+    ``Histogram`` child takes two locks and scans its buckets (3.9 µs a request).
+    Exposed as prometheus's own: cumulative ``_bucket`` (``le``), ``_count``, ``_sum``."""
+
+    def __init__(self, name: str, doc: str, registry: CollectorRegistry) -> None:
+        self.name, self.doc = name, doc
+        self._les = [*map(floatToGoString, _BUCKETS), "+Inf"]
+        self._counts: dict[str, list[int]] = {}  # cmd -> observations per bucket
+        self._sums: dict[str, float] = {}
+        registry.register(self)
+
+    def __contains__(self, cmd: object) -> bool:
+        return cmd in self._counts
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def observe(self, cmd: str, seconds: float) -> None:
+        counts = self._counts.get(cmd)
+        if counts is None:
+            counts = self._counts[cmd] = [0] * len(self._les)
+            self._sums[cmd] = 0.0
+        counts[bisect_left(_BUCKETS, seconds)] += 1  # the first bucket with seconds <= le
+        self._sums[cmd] += seconds
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        fam = HistogramMetricFamily(self.name, self.doc, labels=["cmd"])
+        for cmd, counts in self._counts.items():
+            fam.add_metric([cmd], list(zip(self._les, accumulate(counts), strict=True)),
+                           sum_value=self._sums[cmd])  # fmt: skip
+        yield fam
+
+
 class WebhookCounts(Collector):
     """The webhook dispatcher's counts, read at scrape time (:mod:`bunq.webhooks`)."""
 
@@ -109,20 +165,14 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.pushed = Counter("bunq_jobs_pushed", "Jobs added", registry=r)
-        self.pulled = Counter("bunq_jobs_pulled", "Jobs leased", registry=r)
-        self.completed = Counter("bunq_jobs_completed", "Jobs completed", registry=r)
-        self.failed = Counter("bunq_jobs_failed", "Failed attempts recorded", registry=r)
+        self.pushed = Tally("bunq_jobs_pushed", "Jobs added", r)
+        self.pulled = Tally("bunq_jobs_pulled", "Jobs leased", r)
+        self.completed = Tally("bunq_jobs_completed", "Jobs completed", r)
+        self.failed = Tally("bunq_jobs_failed", "Failed attempts recorded", r)
         self.errors = Counter(
             "bunq_command_errors", "Commands answered ok: false", ["cmd"], registry=r
         )
-        self.latency = Histogram(
-            "bunq_command_duration_seconds",
-            "Command latency",
-            ["cmd"],
-            buckets=_BUCKETS,
-            registry=r,
-        )
+        self.latency = CommandHistogram("bunq_command_duration_seconds", "Command latency", r)
         self.connections = Gauge("bunq_connections", "Open TCP connections", registry=r)
         self.refused = Counter(
             "bunq_connections_refused",
@@ -146,12 +196,10 @@ class Metrics:
         self.events_skipped = Counter(
             "bunq_events_skipped", "Events that could not be encoded", registry=r
         )
-        self.long_polls = Histogram(
+        self.long_polls = CommandHistogram(
             "bunq_long_poll_duration_seconds",
             "How long long polls (PULL/PULLB/BqLease/BqWait/WaitJob with a timeout) waited",
-            ["cmd"],
-            buckets=_BUCKETS,
-            registry=r,
+            r,
         )
         self.queues = _QueueGauges()
         r.register(self.queues)
@@ -163,7 +211,6 @@ class Metrics:
         Gauge("bunq_build_info", "bunq's version, core and Python (always 1)",
               ["version", "core", "python"], registry=r).labels(
             __version__, IMPLEMENTATION, platform.python_version()).set(1)  # fmt: skip
-        self._children: dict[str, Any] = {}
         self._err_children: dict[str, Any] = {}
         self.started = time.time()
         self.commands = 0
@@ -172,16 +219,14 @@ class Metrics:
         """Record one command's latency (and its error); ``waited``: a long poll."""
         self.commands += 1
         if waited:
-            self.long_polls.labels(cmd).observe(seconds)
+            self.long_polls.observe(cmd, seconds)
             if not ok:
                 self.errors.labels(cmd).inc()
             return
-        child = self._children.get(cmd)
-        if child is None:
-            if len(self._children) > 256:  # unknown command names are not labels
-                cmd = "other"
-            child = self._children.setdefault(cmd, self.latency.labels(cmd))
-        child.observe(seconds)
+        latency = self.latency
+        if cmd not in latency and len(latency) > 256:  # unknown command names are not labels
+            cmd = "other"
+        latency.observe(cmd, seconds)
         if not ok:
             err = self._err_children.get(cmd)
             if err is None:
@@ -196,8 +241,8 @@ class Metrics:
 
     def totals(self) -> dict[str, int]:
         return {
-            "pushed": int(self.pushed._value.get()),
-            "pulled": int(self.pulled._value.get()),
-            "completed": int(self.completed._value.get()),
-            "failed": int(self.failed._value.get()),
+            "pushed": self.pushed.value,
+            "pulled": self.pulled.value,
+            "completed": self.completed.value,
+            "failed": self.failed.value,
         }

@@ -168,8 +168,10 @@ def job_options(fields: Mapping[str, Any], id_key: str) -> JobOptions:
     cached ``False`` never stands in for a refused ``0``); custom ids are not cached.
     """
     try:
-        key: tuple[Any, ...] | None = (id_key, *[
-            (k, type(v), v) for k, v in fields.items() if k not in _NOT_OPTIONS])  # fmt: skip
+        if fields.keys() <= _NOT_OPTIONS:  # no option field (a plain PUSH): no tuple to build
+            key: tuple[Any, ...] | None = (id_key,)
+        else:
+            key = (id_key, *[(k, type(v), v) for k, v in fields.items() if k not in _NOT_OPTIONS])
         hit = _options_cache.get(key)  # type: ignore[arg-type]
     except TypeError:  # an unhashable value (a dedup map, a list): no caching
         key, hit = None, None
