@@ -76,9 +76,11 @@ def _complete_in(core: Core, shard: Shard, idxs: list[int], items: Sequence[tupl
     with shard.lock, core.xlock:
         now = core.clock()
         queues, jobs = shard.queues, shard.jobs
-        for i in idxs:  # each completion inline: no call of its own per job
-            rec = _fenced(shard, items[i][0])
-            if rec is None:
+        for i in idxs:  # each completion inline (_fenced too): no call of its own per job
+            lease = items[i][0]
+            rec = jobs.get(lease.job.id)
+            if (rec is None or rec.state is not ACTIVE or rec.token != lease.token
+                    or rec.attempts != lease.attempt):  # fmt: skip
                 continue
             q = queues[rec.queue]
             shard.leave_active(q, rec)
