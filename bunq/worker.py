@@ -43,7 +43,7 @@ from .execution import (
     settle_batch,
     settle_failure,
 )
-from .job import Lease, Settle, attach
+from .job import Lease, Settle, attach_all
 from .jobevents import EventKind, active_events
 from .metrics import JobMetrics
 from .metrics import resolve as resolve_metrics
@@ -208,7 +208,8 @@ class Worker:
         if not leases:
             return []
         # attach: job.log(), job.get_state()... in the handler
-        ctxs = [JobContext(attach(lease.job, handle), backend, lease, lease_ms) for lease in leases]
+        attach_all([lease.job for lease in leases], handle)  # (one call per batch)
+        ctxs = [JobContext(lease.job, backend, lease, lease_ms) for lease in leases]
         with self._held.lock:
             runs = self._held.runs
             for ctx in ctxs:

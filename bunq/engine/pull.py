@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 
-from ..codec import unpack
+from ..codec import unpackb
 from ..job import Lease
 from ..validate import lease_args
 from .core import Core
@@ -68,7 +68,8 @@ def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> lis
                 q.park(rec)
                 continue
             to_active(q, rec, now, token, until, owner)
-            job = job_of(rec, ACTIVE, unpack(rec.data))
+            # rec.data: msgpack bytes, never None (the bare decoder: no wrapper frame per job)
+            job = job_of(rec, ACTIVE, unpackb(rec.data, raw=False, strict_map_key=False))
             out.append(lease_of(job, token, rec.attempts, until, owner))
         if out and q.bucket is not None:
             q.bucket.try_acquire(now_s, len(out))

@@ -58,13 +58,13 @@ _LOCK = threading.Lock()  # cancel and bind are rare: one lock for every context
 class CancelFlag:
     """Set when the job was cancelled: ``if ctx.cancelled:``, ``ctx.cancelled.wait(1)``.
 
-    A plain flag (one per job, so cheap to make); the Event behind ``wait`` is made on
-    first use."""
+    A plain flag, made when a handler first asks for it (:attr:`JobContext.cancelled`);
+    the Event behind ``wait`` is made on first use."""
 
     __slots__ = ("_set", "_ev")
 
-    def __init__(self) -> None:
-        self._set = False
+    def __init__(self, is_set: bool = False) -> None:
+        self._set = is_set
         self._ev: threading.Event | None = None
 
     def __bool__(self) -> bool:
@@ -96,16 +96,33 @@ class JobContext:
     :param lease_ms: the length ``extend_lease()`` extends by when not given one.
     """
 
-    __slots__ = ("job", "backend", "lease", "lease_ms", "cancelled", "started", "_task")
+    __slots__ = ("job", "backend", "lease", "lease_ms", "cancel_requested", "started",
+                 "_flag", "_task")  # fmt: skip
 
     def __init__(self, job: Job, backend: Backend | None, lease: Lease | None = None,
                  lease_ms: int = 30_000) -> None:  # fmt: skip
         self.job, self.backend, self.lease, self.lease_ms = job, backend, lease, lease_ms
-        self.cancelled = CancelFlag()
+        #: driver side: the job was cancelled (:meth:`cancel`); what the drivers check
+        #: after each call: a plain attribute, where ``cancelled`` is an object.
+        self.cancel_requested = False
         #: driver side: when the run started (``time.monotonic()``), None before. The
         #: Worker keeps one context per held lease and times its runs by it.
         self.started: float | None = None
+        # The handler's flag, made on first use (most handlers never look at it: one
+        # object fewer per job).
+        self._flag: CancelFlag | None = None
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
+
+    @property
+    def cancelled(self) -> CancelFlag:
+        """Set when the job was cancelled (``if ctx.cancelled:``, ``ctx.cancelled.wait(1)``)."""
+        flag = self._flag
+        if flag is None:
+            with _LOCK:  # one flag per context, even if cancel() runs meanwhile
+                if self._flag is None:
+                    self._flag = CancelFlag(self.cancel_requested)
+                flag = self._flag
+        return flag
 
     @property
     def job_id(self) -> str:
@@ -141,9 +158,11 @@ class JobContext:
     # -- driver side ---------------------------------------------------------------------
     def cancel(self) -> None:
         """Mark the job cancelled; a coroutine handler gets CancelledError."""
-        self.cancelled.set()
         with _LOCK:
-            task = self._task
+            self.cancel_requested = True
+            flag, task = self._flag, self._task
+        if flag is not None:
+            flag.set()
         if task is not None:
             loop, fut = task
             loop.call_soon_threadsafe(fut.cancel)
@@ -152,7 +171,7 @@ class JobContext:
         """The coroutine running the handler (cancelled at once if already requested)."""
         with _LOCK:
             self._task = (loop, fut)
-        if self.cancelled.is_set():
+        if self.cancel_requested:
             fut.cancel()
 
 
@@ -170,7 +189,7 @@ def poll_cancels(backend: Backend, queue: str, running: Iterable[JobContext]) ->
         return
     if wanted:
         for ctx in running:
-            if ctx.job.id in wanted and not ctx.cancelled.is_set():
+            if ctx.job.id in wanted and not ctx.cancel_requested:
                 ctx.cancel()
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from ..job import Lease
 from .context import JobContext
-from .run import Executor, Outcome
+from .run import Executor, Outcome, run_sync
 
 Ready = list[tuple[Lease, Outcome]]
 POLL_S = 0.05  # while slots are free and nothing was leased: look again this often
@@ -87,9 +87,11 @@ class Crew:
             raise self.failed[0]
 
     def _serve(self) -> None:
-        get, empty, append, run = self.jobs.get, self.jobs.empty, self.ready.append, self.ex.run
+        get, empty, append = self.jobs.get, self.jobs.empty, self.ready.append
+        ex = self.ex  # run_sync as ex.run calls it, without that call per job
+        handler, clock, give = ex.handler, ex.clock, ex.with_context
         while (ctx := get()) is not None:
-            append((ctx.lease, run(ctx.job, ctx)))  # type: ignore[arg-type]
+            append((ctx.lease, run_sync(handler, ctx.job, clock, ctx, give)))  # type: ignore[arg-type]
             if empty():  # no job waiting for this thread: it does the loop's work
                 self._drive()
 

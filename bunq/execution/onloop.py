@@ -55,7 +55,6 @@ class OnLoop:
     def run(self) -> None:
         """Run the loop on this thread until stopped with nothing in flight; an error in
         a turn ends it and is raised here."""
-        self.ex.wake = self._wake
         self.loop.call_soon(self._turn)
         self.ex.run_loop()
         if self.failed:
@@ -63,10 +62,20 @@ class OnLoop:
 
     def _wake(self) -> None:  # an outcome was put in ex.done (on the loop thread)
         if self.parked:
-            self.parked = False
+            self._unpark()
             if self.timer is not None:
                 self.timer.cancel()
             self.loop.call_soon(self._turn)
+
+    def _park(self) -> None:
+        """Wait for an outcome: ``ex.wake`` is set only meanwhile (a call that finishes
+        while the turn runs makes no call of its own)."""
+        self.parked = True
+        self.ex.wake = self._wake
+
+    def _unpark(self) -> None:
+        self.parked = False
+        self.ex.wake = None
 
     def _idle_done(self, f: asyncio.Future[None]) -> None:
         exc = None if f.cancelled() else f.exception()
@@ -84,7 +93,9 @@ class OnLoop:
         self.loop.stop()
 
     def _turn(self) -> None:
-        self.parked, self.timer = False, None
+        if self.parked:  # the timer's turn
+            self._unpark()
+        self.timer = None
         if self.ended:  # run_loop's shutdown turns the loop again (a timer, an outcome)
             return
         try:
@@ -128,7 +139,7 @@ class OnLoop:
         elif not done.empty() or (ctxs and self.inflight < self.concurrency):
             return True
         else:  # every slot busy, or nothing to lease now: wait for an outcome
-            self.parked = True
+            self._park()
             if self.inflight < self.concurrency:
                 self.timer = self.loop.call_later(0.05, self._turn)
         return False

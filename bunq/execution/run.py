@@ -88,16 +88,18 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except Exception as exc:
-        if ctx is not None and ctx.cancelled:
+        if ctx is not None and ctx.cancel_requested:
             return _cancelled(job, start, clock, t0)
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
-    if ctx is not None and ctx.cancelled:
+    if ctx is not None and ctx.cancel_requested:
         return _cancelled(job, start, clock, t0)
     ms, limit = int((_perf() - start) * 1000), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
         return Outcome(False, None, err, ms, True, _took(clock, t0))
-    return _ok(result, ms, clock() - t0 if clock is not None else 0)
+    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
+        return _OK_NONE
+    return _ok(result, ms, _took(clock, t0))
 
 
 async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
@@ -120,7 +122,7 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
     except asyncio.TimeoutError as exc:
         return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
     except asyncio.CancelledError as exc:
-        if ctx is not None and ctx.cancelled:
+        if ctx is not None and ctx.cancel_requested:
             return _cancelled(job, start, clock, t0)
         # Nobody cancelled the job: the handler raised it (or let an inner task's escape).
         # Its attempt fails like any error; re-raised, it would end the executor's task
@@ -128,10 +130,10 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
         err = HandlerCancelled(f"the handler raised CancelledError{f': {exc}' if str(exc) else ''}")
         return Outcome(False, None, err, _ms(start), False, _took(clock, t0))
     except Exception as exc:
-        if ctx is not None and ctx.cancelled:
+        if ctx is not None and ctx.cancel_requested:
             return _cancelled(job, start, clock, t0)
         return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
-    if ctx is not None and ctx.cancelled:
+    if ctx is not None and ctx.cancel_requested:
         return _cancelled(job, start, clock, t0)
     ms = int((_perf() - start) * 1000)
     if result is None and ms == 0 and clock is None:  # _ok's common case, with no call

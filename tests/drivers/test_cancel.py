@@ -171,3 +171,23 @@ def test_takes_context_is_decided_by_the_signature() -> None:
     assert [takes_context(f) for f in (one, two, star, atwo, Call(), functools.partial(two, 1))] \
         == [False, True, True, True, True, False]  # fmt: skip
     assert takes_context(lambda job, ctx=None: None)
+
+
+def test_the_cancel_flag_made_late_or_early_sees_the_cancel() -> None:
+    """``ctx.cancelled`` is made on first use: set if the job was cancelled before, and
+    set by a cancel after; ``cancel_requested`` is what the drivers read."""
+    from bunq.execution import JobContext
+
+    job = bunq.Job(id="j", queue="q", name="n", data=None, state=JobState.ACTIVE,
+                   opts=bunq.JobOptions())  # fmt: skip
+    late = JobContext(job, None)
+    assert not late.cancel_requested
+    late.cancel()
+    assert late.cancel_requested and late.cancelled and late.cancelled.wait(0)
+    assert late.cancelled is late.cancelled  # one flag per context
+
+    early = JobContext(job, None)
+    flag = early.cancelled
+    assert not flag and not flag.wait(0)
+    early.cancel()
+    assert flag and flag.is_set() and flag.wait(0) and early.cancel_requested
