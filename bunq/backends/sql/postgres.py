@@ -48,7 +48,7 @@ from .pgconn import (
     probe,
     translate_errors,
 )
-from .queries import INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
+from .queries import COUNT_FN_REV, INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
 from .store import SqlBackend
 
 T = TypeVar("T")
@@ -166,23 +166,30 @@ class PostgresBackend(SqlBackend):
 
     # -- schema --------------------------------------------------------------------------
     def _open(self, migrate: bool) -> None:
-        version = self._version()
-        if version == SCHEMA_VERSION:
+        version, fn_rev = self._version()
+        if version == SCHEMA_VERSION and fn_rev >= COUNT_FN_REV:
             return
         if version is not None and version > SCHEMA_VERSION:
             raise ConfigError(f"schema {self._ns} is v{version}, newer than this bunq"
                               f" (v{SCHEMA_VERSION}); upgrade bunq")  # fmt: skip
+        if version == SCHEMA_VERSION and not migrate:  # an older trigger counts the same
+            log.info("postgres: %s has trigger revision %d (this bunq's: %d); `bunq migrate`"
+                     " installs it", self._ns, fn_rev, COUNT_FN_REV)  # fmt: skip
+            return
         if not migrate:
             raise ConfigError(f"schema {self._ns} is {'missing' if version is None else version}"
                               f"; run `bunq migrate` (or open with migrate=auto)")  # fmt: skip
         self._migrate()
 
-    def _version(self) -> int | None:
+    def _version(self) -> tuple[int | None, int]:
+        """The schema version (None: no tables) and the trigger function's revision."""
         with self._read() as tx:
             if not tx.sql("SELECT to_regclass(%(t)s)", {"t": self._meta})[0][0]:
-                return None
-            rows = tx.q("meta_get", key="schema_version")
-        return int(rows[0][0]) if rows else None
+                return None, 0
+            rows = dict(tx.sql(f"SELECT key, value FROM {self._meta}"
+                               f" WHERE key IN ('schema_version', 'count_fn')", {}))  # fmt: skip
+        version = rows.get("schema_version")
+        return (None if version is None else int(version)), int(rows.get("count_fn", 1))
 
     def migrate(self) -> int:
         """Create or upgrade bunq's tables; return the schema version. Idempotent.
@@ -210,6 +217,7 @@ class PostgresBackend(SqlBackend):
                 for key in sorted(k for k in self._sql if k.startswith("backfill")):
                     tx.q(key)
             tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
+            tx.q("meta_put", key="count_fn", value=str(COUNT_FN_REV))  # the triggers above
         return SCHEMA_VERSION
 
     # -- transactions --------------------------------------------------------------------

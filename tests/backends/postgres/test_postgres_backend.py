@@ -14,7 +14,7 @@ from contract.helpers import add
 
 from bunq.backends.base import QueueLimits
 from bunq.backends.sql.postgres import DbClock, PostgresBackend, translate_errors
-from bunq.backends.sql.queries import SCHEMA_VERSION
+from bunq.backends.sql.queries import COUNT_FN_REV, SCHEMA_VERSION
 from bunq.errors import (
     BackendError,
     BackendUnavailable,
@@ -117,6 +117,44 @@ def test_a_newer_schema_is_refused(pg: Any) -> None:
         tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION + 1))
     with pytest.raises(ConfigError, match="newer"):
         pg()
+
+
+def test_an_older_trigger_function_is_replaced_by_migrate(pg: Any) -> None:
+    # Same schema version, older trigger revision (a v2 schema of an earlier release):
+    # migrate=off keeps it (it counts the same), migrate=auto installs this one.
+    b = pg()
+    with b._begin() as tx:
+        tx.sql(f"DELETE FROM {b._meta} WHERE key = 'count_fn'", {})
+        tx.sql(f"CREATE OR REPLACE FUNCTION {b._meta[: -len('meta')]}count_fn() RETURNS"
+               f" trigger LANGUAGE plpgsql AS $f$ BEGIN RETURN NULL; END $f$", {})  # fmt: skip
+
+    def body() -> str:
+        with b._read() as tx:
+            return str(tx.sql("SELECT prosrc FROM pg_proc WHERE oid = %(f)s::regproc",
+                              {"f": b._meta[: -len("meta")] + "count_fn"})[0][0])  # fmt: skip
+
+    pg({"migrate": "off"}).close()
+    assert "OFFSET 1" not in body()
+    pg().close()
+    assert "OFFSET 1" in body()
+    with b._read() as tx:
+        assert tx.q("meta_get", key="count_fn") == [(str(COUNT_FN_REV),)]
+
+
+def test_single_adds_count_and_register_their_queue_after_an_obliterate(pg: Any) -> None:
+    # A single-row insert bumps its existing counter row by key and skips the registry;
+    # after an obliterate (registry and counter rows gone) it registers the queue again.
+    b = pg()
+    for _ in range(3):
+        for i in range(4):
+            b.add([new_job("q", "j", None, {})])
+            b.add([new_job("r", "j", None, {"delay": 60_000})])
+            assert b.counts("q")[JobState.WAITING] == i + 1
+            assert b.counts("r")[JobState.DELAYED] == i + 1
+        assert {"q", "r"} <= set(b.queues())
+        b.obliterate("q")
+        assert "q" not in b.queues() and b.counts("q")[JobState.WAITING] == 0
+        b.obliterate("r")
 
 
 # -- the database clock -------------------------------------------------------------------
