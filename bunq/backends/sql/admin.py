@@ -164,12 +164,18 @@ class SqlAdmin(SqlCore):
         with self._begin() as tx:
             if not force and tx.q("count_state", queue=_qn(queue), state="active")[0][0]:
                 raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
+            # The registry row first: an add registering the queue meanwhile waits for
+            # this commit and registers it again; then the counter rows, held to the
+            # commit (see "obliterate_lock_counts"), so an add that bumped one of them
+            # keeps its job, registration and count, or loses all three.
+            tx.q("obliterate_queue", queue=queue)
+            tx.q("obliterate_lock_counts", queue=queue)
             while True:  # set-based, in bounded batches (each row's attempts and logs too)
                 gone = [r[0] for r in tx.q("obliterate", queue=queue, lim=5000)]
                 self._forget(tx, gone)
                 if len(gone) < 5000:
                     break
-            for name in ("obliterate_queue", "obliterate_counts", "obliterate_groups"):
+            for name in ("obliterate_counts", "obliterate_groups"):
                 tx.q(name, queue=queue)
             tx.q("kv_delete", ns=CURSOR_NS, key=queue)  # the groups' round-robin cursor
 

@@ -217,9 +217,9 @@ Q = {
         + ", ".join(":" + c for c in INSERT_COLS)
         + ")"
     ),
-    # {dep_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
+    # {row_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
     # its completion (which releases dependents) waits for the admission to commit.
-    "job_state": "SELECT state FROM {jobs} WHERE id = :id {dep_lock}",
+    "job_state": "SELECT state FROM {jobs} WHERE id = :id {row_lock}",
     "insert_dep": "INSERT INTO {deps} (job_id, dep_id) VALUES (:job_id, :dep_id)",
     "mark_dependents": "UPDATE {jobs} SET dependents = 1 WHERE id = :id",
     "uniq_get": "SELECT job_id, until FROM {uniq} WHERE queue = :queue AND key = :key",
@@ -416,6 +416,11 @@ Q = {
         " LIMIT :lim) RETURNING id"
     ),
     "obliterate_queue": "DELETE FROM {queues} WHERE name = :queue",
+    # Obliterate holds the queue's counter rows from its start: an add's trigger that
+    # bumped one by key (the single-row way, which skips the registry) commits first and
+    # its job is deleted with the others; one that comes later waits, finds the row gone
+    # and takes the general way (registry, then counter) after obliterate commits.
+    "obliterate_lock_counts": "SELECT n FROM {counts} WHERE queue = :queue {row_lock}",
     "obliterate_counts": "DELETE FROM {counts} WHERE queue = :queue",
     # Completed jobs the retention bounds deleted, counted under the pseudo-state
     # 'retired' (bunq serve's GetJobCounts adds them: bunqueue counts every completed job);
@@ -585,11 +590,11 @@ class Dialect:
     skip_locked: str  # row-locking suffix of the claim subquery
     pyformat: bool  # psycopg wants %(name)s, apsw takes :name
     unlimited: str = "-1"  # LIMIT value meaning "no limit" (with OFFSET)
-    dep_lock: str = ""  # row lock on a dependency read at admission (see "job_state")
+    row_lock: str = ""  # FOR UPDATE where rows lock (a dependency at admission, obliterate)
 
     def render(self, sql: str, tables: dict[str, str]) -> str:
         out = sql.format(blob=self.blob, skip_locked=self.skip_locked, values="{values}",
-                         dep_lock=self.dep_lock, **tables)  # fmt: skip
+                         row_lock=self.row_lock, **tables)  # fmt: skip
         out = out.replace("LIMIT -1", f"LIMIT {self.unlimited}")
         if self.pyformat:
             out = _PARAM.sub(r"%(\1)s", out.replace("%", "%%"))
@@ -598,7 +603,7 @@ class Dialect:
 
 SQLITE = Dialect("sqlite", blob="BLOB", skip_locked="", pyformat=False)
 POSTGRES = Dialect("postgres", blob="BYTEA", skip_locked="FOR UPDATE SKIP LOCKED",
-                   pyformat=True, unlimited="ALL", dep_lock="FOR UPDATE")  # fmt: skip
+                   pyformat=True, unlimited="ALL", row_lock="FOR UPDATE")  # fmt: skip
 
 
 def values_rows(dialect: Dialect, n: int, width: int) -> str:
@@ -611,8 +616,8 @@ _ORD = "CASE WHEN seq < 0 THEN -:run_at ELSE :run_at END"  # LIFO jobs order by 
 
 # Per-job operations (.jobops): one keyed statement each.
 JOB_OPS = {
-    # {dep_lock} is FOR UPDATE on PostgreSQL: the row stays ours until commit.
-    "op_row": "SELECT state, run_at, queue, opts, attempts FROM {jobs} WHERE id = :id {dep_lock}",
+    # {row_lock} is FOR UPDATE on PostgreSQL: the row stays ours until commit.
+    "op_row": "SELECT state, run_at, queue, opts, attempts FROM {jobs} WHERE id = :id {row_lock}",
     "op_requeue": (
         "UPDATE {jobs} SET state = 'waiting', run_at = :run_at, ord_at = " + _ORD + ","
         " attempts = 0, stalls = 0, started_at = NULL, finished_at = NULL, dlq_at = NULL,"

@@ -157,6 +157,39 @@ def test_single_adds_count_and_register_their_queue_after_an_obliterate(pg: Any)
         b.obliterate("r")
 
 
+def test_an_add_racing_an_obliterate_keeps_its_job_registration_and_count_or_none(
+    pg: Any,
+) -> None:
+    # A single-row insert whose trigger bumped its counter row by key (and so skipped the
+    # registry) is still uncommitted when an obliterate starts: the obliterate waits for
+    # it and deletes its job too. Before obliterate held the counter rows from its start,
+    # the job survived with neither its count nor its queue's registration.
+    b = pg()
+    t = {n: f'"{b.schema}".{b.prefix}{n}' for n in ("jobs", "counts", "queues")}
+    row = (
+        "INSERT INTO {jobs} (id, queue, name, state, seq, ord_at, run_at, created_at,"
+        " max_attempts) VALUES (%s, 'q', 'j', 'waiting', 1, 1, 1, 1, 1)"
+    ).format(**t)
+    add(b, "q")
+    with psycopg.connect(PG_DSN) as side:
+        side.execute(row, ("side-1",))  # this backend's counter row exists from now on
+        side.commit()
+        side.execute(row, ("side-2",))  # the single-row way: an UPDATE by key, held
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (b.obliterate("q"), done.set()))
+        worker.start()
+        assert not done.wait(0.5)  # waits for the add's counter row
+        side.commit()
+        worker.join(10)
+        assert done.is_set()
+        left = side.execute(f"SELECT count(*) FROM {t['jobs']} WHERE queue = 'q'").fetchone()
+        counted = side.execute(
+            f"SELECT coalesce(sum(n), 0) FROM {t['counts']} WHERE queue = 'q'"
+        ).fetchone()
+    assert left == (0,) and counted == (0,)
+    assert "q" not in b.queues() and b.counts("q")[JobState.WAITING] == 0
+
+
 # -- the database clock -------------------------------------------------------------------
 def test_default_clock_is_the_database_clock(pg: Any) -> None:
     b = pg()
