@@ -499,28 +499,17 @@ def stub_server(port: int) -> None:
     import asyncio
     import itertools
 
-    import msgpack
+    from bunq.protocol import FrameDecoder, encode  # the server's own framing
 
     ids = itertools.count(1)
 
     class Stub(asyncio.Protocol):
         def connection_made(self, transport: Any) -> None:
-            self.transport, self.buf = transport, bytearray()
+            self.transport, self.dec = transport, FrameDecoder()
 
         def data_received(self, data: bytes) -> None:
-            buf = self.buf
-            buf += data
-            out, pos = [], 0
-            while len(buf) - pos >= 4:
-                end = pos + 4 + int.from_bytes(buf[pos : pos + 4], "big")
-                if len(buf) < end:
-                    break
-                msg = msgpack.unpackb(buf[pos + 4 : end])
-                body = msgpack.packb({"ok": True, "id": str(next(ids)),
-                                      "reqId": msg.get("reqId")})  # fmt: skip
-                out.append(len(body).to_bytes(4, "big") + body)
-                pos = end
-            del buf[:pos]
+            out = [encode({"ok": True, "id": str(next(ids)), "reqId": msg.get("reqId")})
+                   for msg in self.dec.feed(data)]  # fmt: skip
             if out:
                 self.transport.write(b"".join(out))
 
