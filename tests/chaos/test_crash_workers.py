@@ -48,7 +48,10 @@ def test_workers_killed_mid_batch_lose_nothing_and_settle_once(
     # SQS counts visibility in whole seconds and accepts a delete with a lapsed handle: a
     # lease that lapses under CPU load (not a crash) would run and complete a job twice.
     lease_ms = 4_000 if sqs else 1_000
-    work = ("--sleep", "0.002", "--lease-ms", str(lease_ms))
+    # A batch's completion round trip to moto outlasts 20 runs of 2 ms, so on SQS a kill
+    # mostly landed there and interrupted no run (about 1 in 3): 20 ms runs put it mid-run.
+    sleep = "0.02" if sqs else "0.002"
+    work = ("--sleep", sleep, "--lease-ms", str(lease_ms))
     producer = spawn("produce", backend_url, d / "producer.log", "--bulk", "10", *durable)
     workers = [spawn("work", backend_url, d / f"w{i}.log", *work) for i in range(2)]
     try:
@@ -56,7 +59,7 @@ def test_workers_killed_mid_batch_lose_nothing_and_settle_once(
             victim, log = workers[0], d / f"w{k}.log"
             seen = lines(log, "run")
             wait_for(lambda: lines(log, "run") >= seen + 40, 60, "the victim to run")  # noqa: B023
-            kill(victim)  # mid-batch: it leases 20 at a time and runs each for 2 ms
+            kill(victim)  # mid-batch: it leases 20 at a time and runs each for `sleep`
             workers = [*workers[1:], spawn("work", backend_url, d / f"w{k + 2}.log", *work)]
         wait_for(lambda: lines(d / "producer.log", "ack") >= 1_000, 60, "1,000 acks")
         kill(producer)  # mid-add
