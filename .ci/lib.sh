@@ -1,6 +1,7 @@
 # Helpers for .ci/run (sourced). Each step prints what it does; a failure says why and stops.
 
-step() { printf '\n=== %s\n' "$*"; }
+# each step says how long CI has run so far (bash's SECONDS), so a slow step shows in the log
+step() { printf '\n=== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 die() { echo "CI: $*" >&2; exit 1; }
 
 start_postgres() {
