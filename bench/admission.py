@@ -78,11 +78,13 @@ def pushb(n: int) -> Any:
     from bunq import connect
     from bunq.codec import packb
     from bunq.protocol import FrameDecoder, encode
+    from bunq.server.cli import tune_gc
     from bunq.server.commands import load
     from bunq.server.context import ServerConfig, ServerContext, Session
 
     d = tempfile.mkdtemp(prefix="bunq-admit-")
     ctx = ServerContext(connect(f"memory://?data={d}/a.db"), ServerConfig())
+    tune_gc()  # as bunq serve does once started
     body = packb({"cmd": "PUSHB", "queue": "p", "jobs": [WIRE_JOB] * 1000, "reqId": "1"})
     frame = len(body).to_bytes(4, "big") + body
     handler, session, loop = load()["PUSHB"], Session(authed=True), asyncio.new_event_loop()
@@ -103,11 +105,13 @@ def push(n: int) -> Any:
     from bunq import connect
     from bunq.codec import packb
     from bunq.protocol import FrameDecoder, Prepared, encode, js_safe
+    from bunq.server.cli import tune_gc
     from bunq.server.commands import load
     from bunq.server.context import ServerConfig, ServerContext, Session
 
     d = tempfile.mkdtemp(prefix="bunq-admit-")
     ctx = ServerContext(connect(f"memory://?data={d}/a.db"), ServerConfig())
+    tune_gc()  # as bunq serve does once started
     bodies = [packb({"cmd": "PUSH", "queue": "p", "data": PAYLOAD, "name": "job",
                      "reqId": str(i)}) for i in range(100)]  # fmt: skip
     frames = b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
