@@ -4,6 +4,11 @@
 step() { printf '\n=== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 die() { echo "CI: $*" >&2; exit 1; }
 
+# wait_for PID LOG WHAT: wait for a background step; if it failed, print its log and stop.
+wait_for() {
+    wait "$1" || { cat "$2"; die "$3 failed"; }
+}
+
 start_postgres() {
     if pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then echo "postgresql: up"; return; fi
     command -v pg_ctlcluster >/dev/null || die "PostgreSQL is not installed"
