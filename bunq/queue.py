@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
@@ -46,6 +47,7 @@ _NO_OPTS: Mapping[str, Any] = MappingProxyType({})
 #: read once per add: on Python 3.11 an attribute of an enum class goes through
 #: ``EnumType.__getattr__``'s slot hook (~4x a module global's cost)
 _ADDED = EventKind.ADDED
+_NO_PAUSE = nullcontext()  # a bulk below BULK items: the collector is left running
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -194,17 +196,17 @@ class Queue:
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
         items = list(jobs)
-        with tracing.publishing(self.name, len(items)) as (span, parent):
-            if len(items) < BULK:
+        # from BULK items the collector waits until the call has returned (paused_gc):
+        # the NewJobs built here die before it runs, and so do the Jobs of a caller
+        # that drops them
+        with paused_gc() if len(items) >= BULK else _NO_PAUSE:
+            with tracing.publishing(self.name, len(items)) as (span, parent):
                 out = self._add_bulk(items, parent)
-            else:  # the NewJobs built here die before the collector runs again
-                with paused_gc():
-                    out = self._add_bulk(items, parent)
-            if span is not None and len(out) == 1:
-                span.set_attribute("messaging.message.id", out[0].id)
-        if self.metrics is not None:
-            self.metrics.added(self.name, len(out))
-        return attach_all(out, self)
+                if span is not None and len(out) == 1:
+                    span.set_attribute("messaging.message.id", out[0].id)
+            if self.metrics is not None:
+                self.metrics.added(self.name, len(out))
+            return attach_all(out, self)
 
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch: list[NewJob] = []
