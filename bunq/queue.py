@@ -212,8 +212,7 @@ class Queue:
         batch: list[NewJob] = []
         append = batch.append
         queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
-        ids = new_job_ids()
-        for item in jobs:
+        for item, jid in zip(jobs, new_job_ids(len(jobs)), strict=True):
             if type(item) is tuple and len(item) == 2:  # (name, data): the common shape
                 name, data = item
                 opts = _NO_OPTS
@@ -236,7 +235,7 @@ class Queue:
                 if full.get("debounce") is not None:
                     full = debounced(full)
                 parsed = JobOptions.parse(full)
-            append(build_new_job(queue, name, data, parsed, parsed.job_id or next(ids)))
+            append(build_new_job(queue, name, data, parsed, parsed.job_id or jid))
         if not wants(self.backend, _ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()

@@ -42,9 +42,9 @@ def test_a_big_bulk_pauses_the_collector_while_it_builds(queue: Queue, monkeypat
     during: list[bool] = []
     stream = queuemod.new_job_ids
 
-    def ids() -> Any:
+    def ids(n: int) -> Any:
         during.append(gc.isenabled())
-        return stream()
+        return stream(n)
 
     monkeypatch.setattr(queuemod, "new_job_ids", ids)
     assert gc.isenabled()
