@@ -621,50 +621,7 @@ def draft_class(cls: type) -> type:
     return type(f"_{cls.__name__}Draft", cls.__bases__, {"__slots__": cls.__dict__["__slots__"]})
 
 
-_new = object.__new__
-_JobDraft = draft_class(Job)
-_NewJobDraft = draft_class(NewJob)
 _set_handle = _Handle._queue.__set__  # type: ignore[attr-defined]
-
-
-def admitted_job(id: JobId, queue: str, name: str, data: Any, state: JobState,
-                 opts: JobOptions, created_at: int, run_at: int) -> Job:  # fmt: skip
-    """``Job(id, queue, name, data, state, opts, created_at=..., run_at=...)``, faster
-    (:func:`draft_class`): a job just admitted (no attempt, start, finish, progress,
-    result, error or history yet)."""
-    job: Any = _new(_JobDraft)
-    job.id = id
-    job.queue = queue
-    job.name = name
-    job.data = data
-    job.state = state
-    job.opts = opts
-    job.attempts = 0
-    job.created_at = created_at
-    job.run_at = run_at
-    job.started_at = None
-    job.finished_at = None
-    job.progress = 0
-    job.result = None
-    job.error = None
-    job.reason = None
-    job.history = ()
-    job.stalls = 0
-    job.__class__ = Job
-    return job  # type: ignore[no-any-return]
-
-
-def build_new_job(queue: str, name: str, data: Any, opts: JobOptions, id: JobId) -> NewJob:
-    """``NewJob(queue, name, data, opts, id)``, faster (:func:`draft_class`): what the
-    add paths build per job (the values are checked by the backend's add, as always)."""
-    job: Any = _new(_NewJobDraft)
-    job.queue = queue
-    job.name = name
-    job.data = data
-    job.opts = opts
-    job.id = id
-    job.__class__ = NewJob
-    return job  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)

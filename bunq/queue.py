@@ -14,6 +14,7 @@ from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_qu
 from .backends.eventlog import publish, wants
 from .batching import BULK, paused_gc
 from .cron import Schedule, Scheduler
+from .engine.builders import build_new_job
 from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
 from .execution.context import request_cancel
 from .job import (
@@ -29,7 +30,6 @@ from .job import (
     Settle,
     attach,
     attach_all,
-    build_new_job,
     new_job_id,
     new_job_ids,
 )

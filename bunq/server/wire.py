@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..backends.base import check_queue_name
+from ..engine.builders import build_new_job
 from ..errors import UnsupportedError, ValidationError
-from ..job import Backoff, JobOptions, JobState, NewJob, build_new_job, new_job_id, new_job_ids
+from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id, new_job_ids
 from ..stacks import MAX_STACK_LIMIT
 from .fields import as_bool, as_int, as_str, str_list
 

@@ -21,7 +21,7 @@ def queue() -> Iterator[Queue]:
 
 
 def test_bulk_new_jobs_equal_the_constructor(queue: Queue, monkeypatch: Any) -> None:
-    """The NewJobs built inline (build_new_job's draft) are real, frozen NewJobs."""
+    """The NewJobs built inline (build_new_job) are real, frozen NewJobs."""
     seen: list[NewJob] = []
     add = queue.backend.add
     monkeypatch.setattr(queue.backend, "add", lambda jobs: seen.extend(jobs) or add(jobs))

@@ -68,7 +68,8 @@ def test_options_roundtrip_through_plain_data() -> None:
 def test_admitted_job_equals_the_constructor_for_every_field() -> None:
     from dataclasses import fields
 
-    from bunq.job import Job, JobState, admitted_job
+    from bunq.engine.builders import admitted_job
+    from bunq.job import Job, JobState
 
     opts = JobOptions.parse({"priority": 3})
     fast = admitted_job("id-1", "q", "n", {"a": 1}, JobState.DELAYED, opts, 5, 9)
@@ -83,7 +84,8 @@ def test_admitted_job_equals_the_constructor_for_every_field() -> None:
 
 
 def test_build_new_job_equals_the_constructor() -> None:
-    from bunq.job import NewJob, build_new_job
+    from bunq.engine.builders import build_new_job
+    from bunq.job import NewJob
 
     opts = JobOptions.parse({"delay": 3})
     fast = build_new_job("q", "n", {"a": 1}, opts, "id-1")
