@@ -109,7 +109,8 @@ class _IdSource:
         cached = self._cache  # one attribute, read atomically
         if cached[0] != ms or cached[1] != hi:  # all but the last group is reused
             cached = self._cache = (ms, hi, _head(ms, hi))
-        return cached[2] + hex(_LAST_GROUP_BIT | ((c & 0x3FFF) << 34) | self._node)[3:]
+        # the last group joined from strings made once, as in _format
+        return f"{cached[2]}{_HEX[c >> 10 & 0xF]}{_BYTE_HEX[c >> 2 & 0xFF]}{self._ends[c & 3]}"
 
     def take(self, n: int) -> list[JobId]:
         """``n`` ids as :meth:`next` makes them, for one bulk call, in one step: the clock
@@ -138,7 +139,7 @@ class _IdSource:
         if not counts:
             return []
         head = _head(ms, counts[0] >> 14)
-        heads = [head + d for d in "0123456789abcdef"]
+        heads = [head + d for d in _HEX]
         ends = self._ends
         return [f"{heads[c >> 10 & 0xF]}{_BYTE_HEX[c >> 2 & 0xFF]}{ends[c & 3]}" for c in counts]
 
@@ -155,6 +156,7 @@ def _head(ms: int, hi: int) -> str:
 
 #: ``hex(_LAST_GROUP_BIT | x)[3:]`` is ``f"{x:012x}"`` for the 48-bit last group, faster
 _LAST_GROUP_BIT = 1 << 48
+_HEX = "0123456789abcdef"
 _BYTE_HEX = [f"{b:02x}" for b in range(256)]
 _HEAD_BIT = 1 << 80  # the same for _head's 20 digits (ms stays below 2**48 until 10889)
 _ids = _IdSource()
