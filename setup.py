@@ -18,7 +18,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-CORE = ("_heapbase", "heap", "minheap", "routing", "skiplist", "lru", "bucket", "record")
+CORE = ("_heapbase", "heap", "minheap", "routing", "skiplist", "lru", "bucket", "record", "slots")
 PURE_NOTE = "the pure-Python core is used (same behaviour, slower engine)"
 
 

@@ -12,7 +12,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -100,6 +100,7 @@ class _IdSource:
         self._node = int.from_bytes(os.urandom(5), "big") & 0x3FFFFFFFF
         self._count = itertools.count(int.from_bytes(os.urandom(3), "big"))
         self._cache = (-1, -1, "")  # (ms, count >> 14, the id up to its last group)
+        self._ends = [hex(_LAST_GROUP_BIT | k << 34 | self._node)[-9:] for k in range(4)]
 
     def next(self) -> JobId:
         ms = time.time_ns() // 1_000_000
@@ -108,19 +109,39 @@ class _IdSource:
         cached = self._cache  # one attribute, read atomically
         if cached[0] != ms or cached[1] != hi:  # all but the last group is reused
             cached = self._cache = (ms, hi, _head(ms, hi))
-        return cached[2] + hex(_LAST_GROUP_BIT | ((c & 0x3FFF) << 34) | self._node)[3:]
+        # the last group joined from strings made once, as in _format
+        return f"{cached[2]}{_HEX[c >> 10 & 0xF]}{_BYTE_HEX[c >> 2 & 0xFF]}{self._ends[c & 3]}"
 
-    def stream(self) -> Iterator[JobId]:
-        """Ids as :meth:`next` makes them, for one bulk call: the clock is read once
-        (all share the millisecond the call began in) and there is no call per id
-        (a generator resumes for less). Unused ids are simply never drawn."""
+    def take(self, n: int) -> list[JobId]:
+        """``n`` ids as :meth:`next` makes them, for one bulk call, in one step: the clock
+        is read once (all share the millisecond the call began in), the counter values
+        are drawn by one ``islice`` (each draw atomic, as in :meth:`next`), and the ids
+        are formatted by one comprehension, with no Python call per id."""
         ms = time.time_ns() // 1_000_000
-        count, node, hi, head = self._count, self._node, -1, ""
-        for c in count:
-            if c >> 14 != hi:
-                hi = c >> 14
-                head = _head(ms, hi)
-            yield head + hex(_LAST_GROUP_BIT | ((c & 0x3FFF) << 34) | node)[3:]
+        counts = list(itertools.islice(self._count, n))
+        if not counts or counts[0] >> 14 == counts[-1] >> 14:  # one head for all
+            return self._format(ms, counts)
+        out: list[JobId] = []
+        for _, run in itertools.groupby(counts, lambda c: c >> 14):
+            out += self._format(ms, list(run))
+        return out
+
+    def _format(self, ms: int, counts: list[int]) -> list[JobId]:
+        """The ids of ``counts``, which share their head (``c >> 14``).
+
+        The last group's 12 digits are built from strings made once, not formatted per
+        id: its first digit is bits 10-13 of the counter (one of 16 heads, made here),
+        the next two bits 2-9 (``_BYTE_HEX``), and the last nine the counter's bits 0-1
+        beside the node's 34 bits (``_ends``, 4 strings per node). Per id that is one
+        string built from three, instead of ``hex()``, a slice and a concatenation
+        (~1,000 fewer instructions per id under callgrind).
+        """
+        if not counts:
+            return []
+        head = _head(ms, counts[0] >> 14)
+        heads = [head + d for d in _HEX]
+        ends = self._ends
+        return [f"{heads[c >> 10 & 0xF]}{_BYTE_HEX[c >> 2 & 0xFF]}{ends[c & 3]}" for c in counts]
 
 
 def _head(ms: int, hi: int) -> str:
@@ -135,10 +156,12 @@ def _head(ms: int, hi: int) -> str:
 
 #: ``hex(_LAST_GROUP_BIT | x)[3:]`` is ``f"{x:012x}"`` for the 48-bit last group, faster
 _LAST_GROUP_BIT = 1 << 48
+_HEX = "0123456789abcdef"
+_BYTE_HEX = [f"{b:02x}" for b in range(256)]
 _HEAD_BIT = 1 << 80  # the same for _head's 20 digits (ms stays below 2**48 until 10889)
 _ids = _IdSource()
 new_job_id = _ids.next
-new_job_ids = _ids.stream
+new_job_ids = _ids.take
 
 
 # ----------------------------------------------------------------------- options
@@ -600,50 +623,7 @@ def draft_class(cls: type) -> type:
     return type(f"_{cls.__name__}Draft", cls.__bases__, {"__slots__": cls.__dict__["__slots__"]})
 
 
-_new = object.__new__
-_JobDraft = draft_class(Job)
-_NewJobDraft = draft_class(NewJob)
 _set_handle = _Handle._queue.__set__  # type: ignore[attr-defined]
-
-
-def admitted_job(id: JobId, queue: str, name: str, data: Any, state: JobState,
-                 opts: JobOptions, created_at: int, run_at: int) -> Job:  # fmt: skip
-    """``Job(id, queue, name, data, state, opts, created_at=..., run_at=...)``, faster
-    (:func:`draft_class`): a job just admitted (no attempt, start, finish, progress,
-    result, error or history yet)."""
-    job: Any = _new(_JobDraft)
-    job.id = id
-    job.queue = queue
-    job.name = name
-    job.data = data
-    job.state = state
-    job.opts = opts
-    job.attempts = 0
-    job.created_at = created_at
-    job.run_at = run_at
-    job.started_at = None
-    job.finished_at = None
-    job.progress = 0
-    job.result = None
-    job.error = None
-    job.reason = None
-    job.history = ()
-    job.stalls = 0
-    job.__class__ = Job
-    return job  # type: ignore[no-any-return]
-
-
-def build_new_job(queue: str, name: str, data: Any, opts: JobOptions, id: JobId) -> NewJob:
-    """``NewJob(queue, name, data, opts, id)``, faster (:func:`draft_class`): what the
-    add paths build per job (the values are checked by the backend's add, as always)."""
-    job: Any = _new(_NewJobDraft)
-    job.queue = queue
-    job.name = name
-    job.data = data
-    job.opts = opts
-    job.id = id
-    job.__class__ = NewJob
-    return job  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)

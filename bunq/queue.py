@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
@@ -13,6 +14,7 @@ from .backends.base import Backend, Capability, DlqConfig, QueueLimits, check_qu
 from .backends.eventlog import publish, wants
 from .batching import BULK, paused_gc
 from .cron import Schedule, Scheduler
+from .engine.builders import build_new_job
 from .errors import ConfigError, JobNotFound, JobStateError, ValidationError
 from .execution.context import request_cancel
 from .job import (
@@ -28,7 +30,6 @@ from .job import (
     Settle,
     attach,
     attach_all,
-    build_new_job,
     new_job_id,
     new_job_ids,
 )
@@ -46,6 +47,7 @@ _NO_OPTS: Mapping[str, Any] = MappingProxyType({})
 #: read once per add: on Python 3.11 an attribute of an enum class goes through
 #: ``EnumType.__getattr__``'s slot hook (~4x a module global's cost)
 _ADDED = EventKind.ADDED
+_NO_PAUSE = nullcontext()  # a bulk below BULK items: the collector is left running
 
 
 def new_job(queue: str, name: str, data: Any, opts: Mapping[str, Any]) -> NewJob:
@@ -194,24 +196,23 @@ class Queue:
     def add_bulk(self, jobs: Iterable[Mapping[str, Any] | tuple[Any, ...]]) -> list[Job]:
         """Add many jobs atomically: items are ``{"name", "data", "opts"}`` or tuples."""
         items = list(jobs)
-        with tracing.publishing(self.name, len(items)) as (span, parent):
-            if len(items) < BULK:
+        # from BULK items the collector waits until the call has returned (paused_gc):
+        # the NewJobs built here die before it runs, and so do the Jobs of a caller
+        # that drops them
+        with paused_gc() if len(items) >= BULK else _NO_PAUSE:
+            with tracing.publishing(self.name, len(items)) as (span, parent):
                 out = self._add_bulk(items, parent)
-            else:  # the NewJobs built here die before the collector runs again
-                with paused_gc():
-                    out = self._add_bulk(items, parent)
-            if span is not None and len(out) == 1:
-                span.set_attribute("messaging.message.id", out[0].id)
-        if self.metrics is not None:
-            self.metrics.added(self.name, len(out))
-        return attach_all(out, self)
+                if span is not None and len(out) == 1:
+                    span.set_attribute("messaging.message.id", out[0].id)
+            if self.metrics is not None:
+                self.metrics.added(self.name, len(out))
+            return attach_all(out, self)
 
     def _add_bulk(self, jobs: list[Any], parent: str | None) -> list[Job]:
         batch: list[NewJob] = []
         append = batch.append
         queue, seen, parsed = self.name, None, DEFAULT_OPTIONS
-        ids = new_job_ids()
-        for item in jobs:
+        for item, jid in zip(jobs, new_job_ids(len(jobs)), strict=True):
             if type(item) is tuple and len(item) == 2:  # (name, data): the common shape
                 name, data = item
                 opts = _NO_OPTS
@@ -234,7 +235,7 @@ class Queue:
                 if full.get("debounce") is not None:
                     full = debounced(full)
                 parsed = JobOptions.parse(full)
-            append(build_new_job(queue, name, data, parsed, parsed.job_id or next(ids)))
+            append(build_new_job(queue, name, data, parsed, parsed.job_id or jid))
         if not wants(self.backend, _ADDED, self.name):
             return self.backend.add(batch)
         since = self.backend.clock()

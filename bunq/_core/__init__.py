@@ -22,6 +22,7 @@ __all__ = [
     "Record",
     "SkipList",
     "SlidingWindow",
+    "SlotBuilder",
     "TokenBucket",
     "fnv1a_32",
     "shard_count",
@@ -37,7 +38,7 @@ def _pick() -> Literal["cython", "python"]:
     if _flag("BUNQ_PUREPYTHON"):
         return "python"
     try:
-        from . import bucket, heap, lru, minheap, record, routing, skiplist  # noqa: F401
+        from . import bucket, heap, lru, minheap, record, routing, skiplist, slots  # noqa: F401
     except ImportError as exc:
         if _flag("BUNQ_REQUIRE_COMPILED"):
             raise ImportError(
@@ -58,6 +59,7 @@ if TYPE_CHECKING or IMPLEMENTATION == "cython":
     from .record import Record
     from .routing import fnv1a_32, shard_count, shard_for
     from .skiplist import SkipList
+    from .slots import SlotBuilder
 else:
     from ._pure.bucket import SlidingWindow, TokenBucket
     from ._pure.heap import IndexedHeap
@@ -66,3 +68,4 @@ else:
     from ._pure.record import Record
     from ._pure.routing import fnv1a_32, shard_count, shard_for
     from ._pure.skiplist import SkipList
+    from ._pure.slots import SlotBuilder

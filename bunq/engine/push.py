@@ -21,7 +21,8 @@ from typing import Any
 from ..batching import BULK, paused_gc
 from ..codec import pack, pack_all
 from ..errors import DependencyError, DuplicateJob, group_full
-from ..job import Job, NewJob, UniqueStrategy, admitted_job, check_new_jobs
+from ..job import Job, NewJob, UniqueStrategy, check_new_jobs
+from .builders import admitted_job
 from .core import Core
 from .record import ACTIVE, CHILDREN, DELAYED, LIVE, WAITING, Rec, admitted, snapshot
 from .shard import Shard, UniqueKey
@@ -197,7 +198,7 @@ def _insert_plain(shard: Shard, jobs: Sequence[NewJob], blobs: list[bytes], now:
 
 
 def _admitted_jobs(jobs: Sequence[NewJob], now: int) -> list[Job]:
-    """:func:`~bunq.job.admitted_job` of each of ``jobs`` (its delay read once per options
+    """:data:`.builders.admitted_job` of each of ``jobs`` (its delay read once per options
     object)."""
     out: list[Job] = []
     append = out.append

@@ -26,9 +26,9 @@ from ..job import (
     JobOptions,
     JobState,
     Lease,
-    admitted_job,
     draft_class,
 )
+from .builders import admitted_job
 
 WAITING = JobState.WAITING
 DELAYED = JobState.DELAYED
@@ -83,8 +83,8 @@ def job_of(rec: Rec, state: JobState, data: Any, result: Any = None,
 
 
 def admitted(rec: Rec, state: JobState, data: Any) -> Job:
-    """The :class:`~bunq.job.Job` of a ``rec`` just admitted (:func:`bunq.job.admitted_job`:
-    no attempt, start, finish, progress, result, error or history yet)."""
+    """The :class:`~bunq.job.Job` of a ``rec`` just admitted (:data:`.builders.admitted_job`: no
+    attempt, start, finish, progress, result, error or history yet)."""
     return admitted_job(rec.id, rec.queue, rec.name, data, state, rec.opts, rec.created_at,
                         rec.run_at)  # fmt: skip
 

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..backends.base import check_queue_name
+from ..engine.builders import build_new_job
 from ..errors import UnsupportedError, ValidationError
-from ..job import Backoff, JobOptions, JobState, NewJob, build_new_job, new_job_id, new_job_ids
+from ..job import Backoff, JobOptions, JobState, NewJob, new_job_id, new_job_ids
 from ..stacks import MAX_STACK_LIMIT
 from .fields import as_bool, as_int, as_str, str_list
 
@@ -213,7 +214,7 @@ def push_batch(msg: Mapping[str, Any]) -> list[NewJob]:
     if not isinstance(jobs, list) or not 0 < len(jobs) <= MAX_BATCH:
         raise ValidationError(f"jobs must be a list of 1-{MAX_BATCH} jobs", field="jobs")
     out: list[NewJob] = []
-    append, next_id = out.append, new_job_ids().__next__  # one clock read per frame
+    append, next_id = out.append, iter(new_job_ids(len(jobs))).__next__  # one clock read
     last_rest: dict[str, Any] | None = None  # the previous job's option fields (scalars)
     last_types: list[type] = []
     last_name = ""

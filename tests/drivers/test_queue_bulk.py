@@ -21,7 +21,7 @@ def queue() -> Iterator[Queue]:
 
 
 def test_bulk_new_jobs_equal_the_constructor(queue: Queue, monkeypatch: Any) -> None:
-    """The NewJobs built inline (build_new_job's draft) are real, frozen NewJobs."""
+    """The NewJobs built inline (build_new_job) are real, frozen NewJobs."""
     seen: list[NewJob] = []
     add = queue.backend.add
     monkeypatch.setattr(queue.backend, "add", lambda jobs: seen.extend(jobs) or add(jobs))
@@ -42,9 +42,9 @@ def test_a_big_bulk_pauses_the_collector_while_it_builds(queue: Queue, monkeypat
     during: list[bool] = []
     stream = queuemod.new_job_ids
 
-    def ids() -> Any:
+    def ids(n: int) -> Any:
         during.append(gc.isenabled())
-        return stream()
+        return stream(n)
 
     monkeypatch.setattr(queuemod, "new_job_ids", ids)
     assert gc.isenabled()

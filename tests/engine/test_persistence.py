@@ -14,8 +14,9 @@ import pytest
 from bunq.backends import connect
 from bunq.backends.base import DlqConfig, QueueLimits
 from bunq.backends.embedded import EmbeddedBackend
+from bunq.engine.builders import build_new_job
 from bunq.errors import ConfigError, DataFileLocked
-from bunq.job import FailureReason, JobState, build_new_job, new_job_id
+from bunq.job import FailureReason, JobState, new_job_id
 from bunq.policy import decide_failure
 from bunq.queue import new_job
 

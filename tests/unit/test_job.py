@@ -68,7 +68,8 @@ def test_options_roundtrip_through_plain_data() -> None:
 def test_admitted_job_equals_the_constructor_for_every_field() -> None:
     from dataclasses import fields
 
-    from bunq.job import Job, JobState, admitted_job
+    from bunq.engine.builders import admitted_job
+    from bunq.job import Job, JobState
 
     opts = JobOptions.parse({"priority": 3})
     fast = admitted_job("id-1", "q", "n", {"a": 1}, JobState.DELAYED, opts, 5, 9)
@@ -83,7 +84,8 @@ def test_admitted_job_equals_the_constructor_for_every_field() -> None:
 
 
 def test_build_new_job_equals_the_constructor() -> None:
-    from bunq.job import NewJob, build_new_job
+    from bunq.engine.builders import build_new_job
+    from bunq.job import NewJob
 
     opts = JobOptions.parse({"delay": 3})
     fast = build_new_job("q", "n", {"a": 1}, opts, "id-1")
@@ -114,9 +116,9 @@ def test_ids_keep_their_layout_across_counter_groups(monkeypatch: pytest.MonkeyP
     assert got == [reference(m, start + i, src._node) for i, m in enumerate(ms)]
 
 
-def test_id_stream_keeps_the_layout_and_shares_the_counter(
+def test_id_take_keeps_the_layout_and_shares_the_counter(
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """``new_job_ids`` (add_bulk's ids): next()'s layout, one clock read, one counter."""
+    """``new_job_ids(n)`` (add_bulk's ids): next()'s layout, one clock read, one counter."""
     import itertools
 
     from bunq import job as jobmod
@@ -125,11 +127,16 @@ def test_id_stream_keeps_the_layout_and_shares_the_counter(
     start = (1 << 28) - 3  # crosses a 2**14 and a 2**28 boundary of the counter
     src._count = itertools.count(start)
     monkeypatch.setattr(jobmod.time, "time_ns", lambda: 1_700_000_000_000 * 1_000_000)
-    stream = src.stream()
-    got = [next(stream) for _ in range(4)] + [src.next()] + [next(stream) for _ in range(3)]
+    got = src.take(4) + [src.next()] + src.take(3) + src.take(0)
     src._count = itertools.count(start)
     assert got == [src.next() for _ in range(8)]
     assert all(UUID7.match(i) for i in got) and got == sorted(got)
+    # every value of the last group's counter digits, and two head boundaries in one take
+    start = (5 << 14) - 7
+    src._count = itertools.count(start)
+    many = src.take((1 << 15) + 9)
+    src._count = itertools.count(start)
+    assert many == [src.next() for _ in range(len(many))] and len(set(many)) == len(many)
 
 
 def test_last_id_group_is_zero_padded() -> None:

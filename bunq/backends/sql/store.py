@@ -16,6 +16,7 @@ from typing import Any
 
 from ...batching import BULK, paused_gc
 from ...codec import options_blob, pack, setting_from_blob
+from ...engine.builders import admitted_job
 from ...errors import DependencyError, DuplicateJob, group_full
 from ...job import (
     Job,
@@ -25,7 +26,6 @@ from ...job import (
     NewJob,
     Settle,
     UniqueStrategy,
-    admitted_job,
     check_new_jobs,
     now_ms,
 )  # fmt: skip

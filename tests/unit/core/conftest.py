@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, settings
 
-MODULES = ("heap", "minheap", "routing", "skiplist", "lru", "bucket", "record")
+MODULES = ("heap", "minheap", "routing", "skiplist", "lru", "bucket", "record", "slots")
 
 settings.register_profile(
     "dev",

@@ -47,6 +47,17 @@ def test_record_initial_fields(impl: SimpleNamespace) -> None:
     assert make(impl).expire_at is None  # no ttl
 
 
+def test_records_of_alternating_options_take_each_ones_fields(impl: SimpleNamespace) -> None:
+    """Each record copies its own options' priority, lifo, group and ttl, whether the
+    options object is the one the record before took (a bulk) or another."""
+    a, b = opts(priority=1, group="a"), opts(priority=9, lifo=True, ttl=5)
+    made = [impl.record.Record(f"j{i}", "q", "n", b"", o, State, i, 100, 100)
+            for i, o in enumerate([a, a, b, a, b, b])]  # fmt: skip
+    got = [(r.priority, r.lifo, r.group, r.expire_at) for r in made]
+    one, other = (1, False, "a", None), (9, True, None, 105)
+    assert got == [one, one, other, one, other, other]
+
+
 def test_record_fields_are_writable_and_keep_any_value(impl: SimpleNamespace) -> None:
     r = make(impl)
     big = 2**80  # never stored by the engine (validation bounds ints), but not refused here

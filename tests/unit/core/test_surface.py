@@ -28,10 +28,11 @@ CLASSES = [
     ("bucket", "TokenBucket"),
     ("bucket", "SlidingWindow"),
     ("record", "Record"),
+    ("slots", "SlotBuilder"),
 ]
 FUNCTIONS = [("routing", "fnv1a_32"), ("routing", "shard_count"), ("routing", "shard_for")]
 PRIVATE_SURFACE = ("_check", "__len__", "__contains__", "__iter__")
-MODULES = ("heap", "minheap", "routing", "skiplist", "lru", "bucket", "record")
+MODULES = ("heap", "minheap", "routing", "skiplist", "lru", "bucket", "record", "slots")
 
 
 def flag(name: str) -> bool:

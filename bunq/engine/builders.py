@@ -1,0 +1,43 @@
+"""The Job an add returns and the NewJob it admits, built in C (:class:`bunq._core.SlotBuilder`).
+
+Both are frozen slotted dataclasses, built once per job on every add path (the memory
+engine, the SQL backends, ``Queue.add`` / ``add_bulk`` and the server's PUSH / PUSHB).
+Their ``__init__`` sets each field through ``object.__setattr__``; a builder here fills
+the slots directly, one C call per object, and leaves the Job's queue handle unset, as
+the constructor does (``Queue`` attaches it). The objects are the same frozen
+dataclasses: ``tests/unit/test_job.py`` compares each builder with the constructor,
+field by field, and checks that the result is still frozen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._core import SlotBuilder
+from ..job import Job, JobId, JobOptions, JobState, NewJob
+
+#: ``admitted_job(id, queue, name, data, state, opts, created_at, run_at)``:
+#: ``Job(id, queue, name, data, state, opts, created_at=..., run_at=...)``, a job just
+#: admitted (no attempt, start, finish, progress, result, error or history yet)
+admitted_job: Callable[[JobId, str, str, Any, JobState, JobOptions, int, int], Job] = SlotBuilder(
+    Job,
+    ("id", "queue", "name", "data", "state", "opts", "created_at", "run_at"),
+    {
+        "attempts": 0,
+        "started_at": None,
+        "finished_at": None,
+        "progress": 0,
+        "result": None,
+        "error": None,
+        "reason": None,
+        "history": (),
+        "stalls": 0,
+    },
+)
+
+#: ``build_new_job(queue, name, data, opts, id)``: ``NewJob(queue, name, data, opts, id)``
+#: (the values are checked by the backend's add, as always)
+build_new_job: Callable[[str, str, Any, JobOptions, JobId], NewJob] = SlotBuilder(
+    NewJob, ("queue", "name", "data", "opts", "id")
+)
