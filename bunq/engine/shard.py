@@ -386,7 +386,8 @@ class Shard:
         """Forget a ``rec`` already out of its state's container (see :meth:`forget`)."""
         self.on_forget(rec)
         del self.jobs[rec.id]
-        self.drop_unique(rec, held_only=False)
+        if rec.opts.unique_key is not None:  # (no call for the many without one)
+            self.drop_unique(rec, held_only=False)
         if self.dirty is not None:
             self.dirty[rec.id] = None
 
