@@ -212,7 +212,7 @@ class Worker:
         attach_all([lease.job for lease in leases], handle)  # (one call per batch)
         ctxs = [JobContext(lease.job, backend, lease, lease_ms) for lease in leases]
         with self._held.lock:
-            self._held.runs.update(zip(map(id, leases), ctxs))  # (no loop of our own)
+            self._held.runs.update(zip(map(id, leases), ctxs, strict=True))  # (no loop)
         if wants(backend, EventKind.ACTIVE, self.queue):
             publish(backend, active_events(leases, backend.clock()))
         return ctxs
