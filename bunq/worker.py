@@ -29,6 +29,7 @@ from .backends.eventlog import publish, wants
 from .errors import BackendError, ConfigError
 from .execution import (
     CANCEL_POLL_S,
+    SUCCEEDED,
     Crew,
     Executor,
     Handler,
@@ -211,9 +212,7 @@ class Worker:
         attach_all([lease.job for lease in leases], handle)  # (one call per batch)
         ctxs = [JobContext(lease.job, backend, lease, lease_ms) for lease in leases]
         with self._held.lock:
-            runs = self._held.runs
-            for ctx in ctxs:
-                runs[id(ctx.lease)] = ctx
+            self._held.runs.update(zip(map(id, leases), ctxs, strict=True))  # (no loop)
         if wants(backend, EventKind.ACTIVE, self.queue):
             publish(backend, active_events(leases, backend.clock()))
         return ctxs
@@ -292,12 +291,11 @@ class Worker:
                 done = [(lease, o) for lease, o in done if id(lease) not in held.timed_out]
         try:
             settled = settle_batch(self.backend, done, self.metrics)
-            n_ok = 0
-            for (lease, _), s in zip(done, settled, strict=True):
-                if s.answer is Settle.OK and not s.failed:  # the common case, counted at once
-                    n_ok += 1
-                else:
-                    self._count(lease, s)
+            n_ok = settled.count(SUCCEEDED)  # the common case, counted at once (no loop)
+            if n_ok < len(settled):
+                for (lease, _), s in zip(done, settled, strict=True):
+                    if s != SUCCEEDED:
+                        self._count(lease, s)
             self.processed += n_ok
         finally:
             with held.lock:

@@ -83,8 +83,7 @@ def _complete_in(core: Core, shard: Shard, idxs: list[int], items: Sequence[tupl
                     or rec.attempts != lease.attempt):  # fmt: skip
                 continue
             q = queues[rec.queue]
-            shard.leave_active(q, rec)
-            shard.to_completed(q, rec, now)
+            shard.complete(q, rec, now)
             opts = rec.opts
             if opts.unique_key is not None:
                 shard.drop_unique(rec, held_only=True)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import os
 
-from ..codec import unpackb
 from ..job import Lease
 from ..validate import lease_args
 from .core import Core
-from .record import ACTIVE, job_of, lease_of
+from .qstate import QueueState
+from .record import Rec, leases_of
+from .shard import Shard
 
 
 def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> list[Lease]:
@@ -46,36 +47,41 @@ def lease(core: Core, queue: str, n: int, lease_ms: int, owner: str = "") -> lis
         n = q.admissible(n, now_s)
         if n <= 0:
             return out
-        lanes, jobs, limits = q.lanes, shard.jobs, q.limits
-        blocked: set[str] = set()
-        until = now + lease_ms
-        to_active = shard.to_active
-        # No groups and no listing (the common case): the next job is the ready lane's
-        # head, popped here (what Lanes.pick does first, without a call per job).
-        ready = lanes.ready if not lanes.groups and lanes.listing is None else None
-        while len(out) < n:
-            if ready is not None:
-                jid = ready.pop() if len(ready) else None
-            else:
-                jid = lanes.pick(jobs, limits, now_s, blocked)
-            if jid is None:
-                if q.n_waiting > len(q.parked):
-                    q.stuck = q.version  # only blocked groups left: wait() must not spin
-                break
-            rec = jobs[jid]
-            expire_at = rec.expire_at
-            if expire_at is not None and expire_at <= now:
-                q.park(rec)
-                continue
-            to_active(q, rec, now, token, until, owner)
-            # rec.data: msgpack bytes, never None (the bare decoder: no wrapper frame per job)
-            job = job_of(rec, ACTIVE, unpackb(rec.data, raw=False, strict_map_key=False))
-            out.append(lease_of(job, token, rec.attempts, until, owner))
+        lanes, until = q.lanes, now + lease_ms
+        if not lanes.groups and lanes.listing is None:  # the common case: one lane's head
+            recs = shard.lease_ready(q, n, now, token, until, owner)
+        else:
+            recs = _pick(shard, q, n, now, token, until, owner)
+        if len(recs) < n and q.n_waiting > len(q.parked):
+            q.stuck = q.version  # only blocked groups left: wait() must not spin
+        out = leases_of(recs, token, until, owner)
         if out and q.bucket is not None:
             q.bucket.try_acquire(now_s, len(out))
     if out and core.store is not None:
         core.store.kick()
     return out
+
+
+def _pick(shard: Shard, q: QueueState, n: int, now: int, token: str, until: int,
+          owner: str) -> list[Rec]:  # fmt: skip
+    """Lease up to ``n`` jobs through :meth:`Lanes.pick` (groups and their limits, or a
+    listing to keep); a job whose TTL ran out is parked instead."""
+    lanes, jobs, limits = q.lanes, shard.jobs, q.limits
+    blocked: set[str] = set()
+    now_s = now / 1000
+    recs: list[Rec] = []
+    while len(recs) < n:
+        jid = lanes.pick(jobs, limits, now_s, blocked)
+        if jid is None:
+            break
+        rec = jobs[jid]
+        expire_at = rec.expire_at
+        if expire_at is not None and expire_at <= now:
+            q.park(rec)
+            continue
+        shard.to_active(q, rec, now, token, until, owner)
+        recs.append(rec)
+    return recs
 
 
 def wait(core: Core, queue: str, timeout_ms: int) -> bool:

@@ -244,6 +244,36 @@ class Shard:
         if self.dirty is not None:
             self.dirty[rec.id] = rec
 
+    def lease_ready(self, q: QueueState, n: int, now: int, token: str, until: int,
+                    owner: str) -> list[Rec]:  # fmt: skip
+        """Lease up to ``n`` jobs off the head of ``q``'s ungrouped lane (the caller saw
+        no groups and no listing): :meth:`to_active` for each, written out in one loop
+        (the lease is the drain's hot path: no call per job; the lane holds no grouped
+        job). A job whose TTL ran out is parked instead (still counted waiting)."""
+        ready, jobs, active, dirty = q.lanes.ready, self.jobs, self.active, self.dirty
+        out: list[Rec] = []
+        append = out.append
+        while len(out) < n and len(ready):
+            rec = jobs[ready.pop()]
+            expire_at = rec.expire_at
+            if expire_at is not None and expire_at <= now:
+                q.park(rec)
+                continue
+            rec.state = ACTIVE
+            rec.attempts += 1
+            rec.token = token
+            rec.lease_until = until
+            rec.owner = owner
+            rec.started_at = now
+            active[rec.id] = rec
+            if dirty is not None:
+                dirty[rec.id] = rec
+            append(rec)
+        k = len(out)
+        q.n_waiting -= k
+        q.n_active += k
+        return out
+
     def leave_active(self, q: QueueState, rec: Rec) -> None:
         """End ``rec``'s lease (the caller moves it on)."""
         del self.active[rec.id]
@@ -258,10 +288,26 @@ class Shard:
                 ga[group] = left
             else:
                 del ga[group]
-        q.wake(self.lock)
+        q.version += 1  # q.wake written out: no call per job
+        if q.nwait:
+            q.condition(self.lock).notify_all()
 
-    def to_completed(self, q: QueueState, rec: Rec, now: int) -> None:
-        """Record ``rec`` as completed; drop the oldest beyond the bound."""
+    def complete(self, q: QueueState, rec: Rec, now: int) -> None:
+        """End ``rec``'s lease and record it completed; drop the oldest beyond the bound.
+
+        :meth:`leave_active` is written out for an ungrouped job (a completion is the
+        drain's hot path: one call per job, not two, nor the wake's).
+        """
+        if rec.group is not None:
+            self.leave_active(q, rec)
+        else:
+            del self.active[rec.id]
+            q.n_active -= 1
+            rec.token = None
+            rec.lease_until = 0
+            q.version += 1
+            if q.nwait:
+                q.condition(self.lock).notify_all()
         rec.state = COMPLETED
         rec.finished_at = now
         rec.error = None
@@ -340,7 +386,8 @@ class Shard:
         """Forget a ``rec`` already out of its state's container (see :meth:`forget`)."""
         self.on_forget(rec)
         del self.jobs[rec.id]
-        self.drop_unique(rec, held_only=False)
+        if rec.opts.unique_key is not None:  # (no call for the many without one)
+            self.drop_unique(rec, held_only=False)
         if self.dirty is not None:
             self.dirty[rec.id] = None
 

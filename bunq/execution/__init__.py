@@ -34,6 +34,7 @@ from .onloop import OnLoop
 from .run import Executor, Handler, Outcome, is_async, run_async, run_sync
 from .settle import (
     SETTLE_RETRIES,
+    SUCCEEDED,
     Settled,
     decision_for,
     describe,
@@ -47,6 +48,7 @@ __all__ = [
     "CANCEL_POLL_S",
     "Crew",
     "SETTLE_RETRIES",
+    "SUCCEEDED",
     "Executor",
     "Handler",
     "JobContext",

@@ -123,10 +123,9 @@ class Crew:
         if ctxs:
             now = time.monotonic()
             put = self.jobs.put
-            for ctx in ctxs:
-                ctx.started = now
             self.inflight += len(ctxs)
             for ctx in ctxs:
+                ctx.started = now
                 put(ctx)
         elif not self.inflight:
             self.wake.set()  # the worker's thread waits for work, or ends the crew

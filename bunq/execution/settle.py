@@ -64,6 +64,7 @@ class Settled:
 
 
 _COMPLETED = {a: Settled(a) for a in (Settle.OK, Settle.STALE, None)}  # one per answer, shared
+SUCCEEDED = _COMPLETED[Settle.OK]  # what a batch of completions mostly answers
 
 
 def decision_for(job: Job, outcome: Outcome, now: int) -> FailDecision:

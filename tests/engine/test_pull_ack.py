@@ -9,7 +9,7 @@ from typing import Any
 
 from bunq.backends.base import QueueLimits
 from bunq.engine import Engine
-from bunq.engine.record import job_of, lease_of
+from bunq.engine.record import job_of, leases_of
 from bunq.job import FailureReason, Job, JobState, Lease, Settle
 from bunq.policy import FailDecision, decide_failure
 
@@ -24,7 +24,8 @@ def test_fast_constructors_equal_the_dataclasses(engine: Engine, put: Any, take:
     fields = {f: getattr(lease.job, f) for f in Job.__dataclass_fields__}
     fields.update(state=JobState.COMPLETED, result={"r": 1}, history=("h",))
     assert job_of(rec, JobState.COMPLETED, [1], {"r": 1}, ("h",)) == Job(**fields)
-    assert lease_of(job, "t", 1, 2, "o") == Lease(job, "t", 1, 2, "o")
+    active = Job(**{**fields, "state": JobState.ACTIVE, "result": None, "history": ()})
+    assert leases_of([rec], "t", 2, "o") == [Lease(active, "t", rec.attempts, 2, "o")]
 
 
 def test_order_priority_lifo_runtime(engine: Engine, put: Any, clock: Any, take: Any) -> None:
