@@ -607,22 +607,6 @@ class Job(_Handle):
         _queue_of(self, "clear_logs").clear_logs(self.id, keep)
 
 
-def draft_class(cls: type) -> type:
-    """A class laid out exactly as the frozen, slotted dataclass ``cls`` (same bases,
-    same ``__slots__``, in order) but writable: the fast builders of the hot paths.
-
-    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
-    and its slots' own descriptors (``Job.id.__set__(job, v)``) are a call each. A
-    draft's fields are set by plain attribute stores, which CPython specialises for
-    slots, and the finished draft becomes a ``cls`` by ``__class__`` assignment (the
-    layouts are the same, so CPython allows it): the Job of an admitted record costs
-    0.9 us this way against 2.6 us through the descriptors (timeit, this machine).
-    ``tests/unit/test_job.py`` checks each builder against the real constructor, so a
-    field added to the dataclass and missed by a builder fails there.
-    """
-    return type(f"_{cls.__name__}Draft", cls.__bases__, {"__slots__": cls.__dict__["__slots__"]})
-
-
 _set_handle = _Handle._queue.__set__  # type: ignore[attr-defined]
 
 

@@ -1,7 +1,9 @@
-"""The Job an add returns and the NewJob it admits, built in C (:class:`bunq._core.SlotBuilder`).
+"""The Job an add returns and the NewJob it admits, and the engine's Job and Lease of a
+record, built in C (:class:`bunq._core.SlotBuilder`).
 
-Both are frozen slotted dataclasses, built once per job on every add path (the memory
-engine, the SQL backends, ``Queue.add`` / ``add_bulk`` and the server's PUSH / PUSHB).
+All are frozen slotted dataclasses, built once per job on every add path (the memory
+engine, the SQL backends, ``Queue.add`` / ``add_bulk`` and the server's PUSH / PUSHB)
+and on every lease and read of the memory engine.
 Their ``__init__`` sets each field through ``object.__setattr__``; a builder here fills
 the slots directly, one C call per object, and leaves the Job's queue handle unset, as
 the constructor does (``Queue`` attaches it). The objects are the same frozen
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core import SlotBuilder
-from ..job import Job, JobId, JobOptions, JobState, NewJob
+from ..job import Job, JobId, JobOptions, JobState, Lease, NewJob
 
 #: ``admitted_job(id, queue, name, data, state, opts, created_at, run_at)``:
 #: ``Job(id, queue, name, data, state, opts, created_at=..., run_at=...)``, a job just
@@ -41,3 +43,10 @@ admitted_job: Callable[[JobId, str, str, Any, JobState, JobOptions, int, int], J
 build_new_job: Callable[[str, str, Any, JobOptions, JobId], NewJob] = SlotBuilder(
     NewJob, ("queue", "name", "data", "opts", "id")
 )
+
+#: ``job_with(<every field of Job, in its order>)``: ``Job(...)`` with each field given
+#: (the engine's Job of a record, :func:`.record.job_of`)
+job_with: Callable[..., Job] = SlotBuilder(Job, Job.__slots__)
+
+#: ``lease_with(job, token, attempt, expires_at, owner)``: ``Lease(...)``
+lease_with: Callable[[Job, str, int, int, str], Lease] = SlotBuilder(Lease, Lease.__slots__)

@@ -26,9 +26,8 @@ from ..job import (
     JobOptions,
     JobState,
     Lease,
-    draft_class,
 )
-from .builders import admitted_job
+from .builders import admitted_job, job_with, lease_with
 
 WAITING = JobState.WAITING
 DELAYED = JobState.DELAYED
@@ -45,14 +44,6 @@ else:
     Rec = Record  # the class itself: no alias to go through per job
 
 
-# Job and Lease are built through writable twins of their layouts
-# (:func:`bunq.job.draft_class`): the engine builds one Job (and Lease) per job
-# leased or read. ``tests/engine`` checks both builders against the constructors.
-_new = object.__new__
-_JobDraft = draft_class(Job)
-_LeaseDraft = draft_class(Lease)
-
-
 def job_of(rec: Rec, state: JobState, data: Any, result: Any = None,
            history: tuple[Attempt, ...] = ()) -> Job:  # fmt: skip
     """Build the public :class:`~bunq.job.Job` of ``rec`` as it is now.
@@ -60,26 +51,9 @@ def job_of(rec: Rec, state: JobState, data: Any, result: Any = None,
     :param state: the public state (``DELAYED`` is derived by the caller).
     :param data: the decoded payload (the caller's own object at admission).
     """
-    job: Any = _new(_JobDraft)
-    job.id = rec.id
-    job.queue = rec.queue
-    job.name = rec.name
-    job.data = data
-    job.state = state
-    job.opts = rec.opts
-    job.attempts = rec.attempts
-    job.created_at = rec.created_at
-    job.run_at = rec.run_at
-    job.started_at = rec.started_at
-    job.finished_at = rec.finished_at
-    job.progress = rec.progress
-    job.result = result
-    job.error = rec.error
-    job.reason = rec.reason
-    job.history = history
-    job.stalls = rec.stalls
-    job.__class__ = Job
-    return job  # type: ignore[no-any-return]
+    return job_with(rec.id, rec.queue, rec.name, data, state, rec.opts, rec.attempts,
+                    rec.created_at, rec.run_at, rec.started_at, rec.finished_at, rec.progress,
+                    result, rec.error, rec.reason, history, rec.stalls)  # fmt: skip
 
 
 def admitted(rec: Rec, state: JobState, data: Any) -> Job:
@@ -92,39 +66,15 @@ def admitted(rec: Rec, state: JobState, data: Any) -> Job:
 def leases_of(recs: list[Rec], token: str, expires_at: int, owner: str) -> list[Lease]:
     """Build the :class:`~bunq.job.Lease` (and active :class:`~bunq.job.Job`) of each of
     ``recs``, just leased under ``token``: as ``Lease(job_of(rec, ACTIVE, data), ...)``,
-    with :func:`job_of` written out in the loop (the lease is the drain's hot path: no
-    call per job), the payload decoded with the bare ``unpackb`` (``rec.data`` is never
-    None)."""
-    out: list[Lease] = []
-    append = out.append
+    with :func:`job_of`'s builder called in the loop (the lease is the drain's hot path),
+    the payload decoded with the bare ``unpackb`` (``rec.data`` is never None)."""
+    job, lease, out = job_with, lease_with, []
     for rec in recs:
-        job: Any = _new(_JobDraft)
-        job.id = rec.id
-        job.queue = rec.queue
-        job.name = rec.name
-        job.data = unpackb(rec.data, raw=False, strict_map_key=False)
-        job.state = ACTIVE
-        job.opts = rec.opts
-        job.attempts = rec.attempts
-        job.created_at = rec.created_at
-        job.run_at = rec.run_at
-        job.started_at = rec.started_at
-        job.finished_at = rec.finished_at
-        job.progress = rec.progress
-        job.result = None
-        job.error = rec.error
-        job.reason = rec.reason
-        job.history = ()
-        job.stalls = rec.stalls
-        job.__class__ = Job
-        lease: Any = _new(_LeaseDraft)
-        lease.job = job
-        lease.token = token
-        lease.attempt = rec.attempts
-        lease.expires_at = expires_at
-        lease.owner = owner
-        lease.__class__ = Lease
-        append(lease)
+        data = unpackb(rec.data, raw=False, strict_map_key=False)
+        out.append(lease(job(rec.id, rec.queue, rec.name, data, ACTIVE, rec.opts, rec.attempts,
+                             rec.created_at, rec.run_at, rec.started_at, rec.finished_at,
+                             rec.progress, None, rec.error, rec.reason, (), rec.stalls),
+                         token, rec.attempts, expires_at, owner))  # fmt: skip
     return out
 
 

@@ -83,6 +83,23 @@ def test_admitted_job_equals_the_constructor_for_every_field() -> None:
         fast.name = "other"  # type: ignore[misc]
 
 
+def test_job_with_and_lease_with_equal_the_constructors() -> None:
+
+    from bunq.engine.builders import job_with, lease_with
+    from bunq.job import Job, JobState, Lease
+
+    slow = Job(id="id-1", queue="q", name="n", data=[1], state=JobState.ACTIVE,
+               opts=JobOptions.parse({"attempts": 4}), attempts=2, created_at=5, run_at=9,
+               started_at=11, finished_at=None, progress=40, result=None, error="boom",
+               reason=None, history=(), stalls=1)  # fmt: skip
+    fast = job_with(*(getattr(slow, name) for name in Job.__slots__))
+    assert fast == slow and type(fast) is Job and getattr(fast, "_queue", None) is None
+    lease = lease_with(fast, "tok", 2, 99, "me")
+    assert lease == Lease(slow, "tok", 2, 99, "me") and type(lease) is Lease
+    with pytest.raises(AttributeError):  # still frozen
+        lease.token = "other"  # type: ignore[misc]
+
+
 def test_build_new_job_equals_the_constructor() -> None:
     from bunq.engine.builders import build_new_job
     from bunq.job import NewJob
