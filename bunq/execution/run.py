@@ -11,13 +11,12 @@ whose context was cancelled while it ran ends ``cancelled`` however it returned.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import queue
 import threading
 import time
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -26,10 +25,10 @@ from .. import tracing
 from ..errors import JobCancelled
 from ..job import Job
 from .context import JobContext, takes_context
+from .slots import Item, Slots
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
 Clock = Callable[[], int]
-_Item = tuple[Any, Job, "JobContext | None"]  # what Executor.start takes: (key, job, ctx)
 
 
 class HandlerCancelled(Exception):
@@ -142,11 +141,10 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
 
 
 def _bind(ctx: JobContext) -> None:
-    """Bind ``ctx`` to the running task (no task of its own per job): run_async's caller
-    is the executor's per-job task (:meth:`Executor._one`), which ends with this call."""
+    """Bind ``ctx`` to the running task: a cancel cancels it."""
     task = asyncio.current_task()
     assert task is not None, "run_async runs in a task"
-    ctx.bind(asyncio.get_running_loop(), task)
+    ctx.bind(asyncio.get_running_loop(), task.cancel)
 
 
 def _cancelled(job: Job, start: float, clock: Clock | None, t0: int) -> Outcome:
@@ -173,10 +171,11 @@ class Executor:
 
     A sync handler runs inline (:meth:`run`, on the caller's thread: no thread hop
     per job) when ``concurrency == 1``, else on ``concurrency`` threads of its own;
-    a coroutine handler runs on one event-loop thread. :meth:`start` hands jobs
-    over, and each one's ``(key, Outcome)`` arrives in :attr:`done` (a
+    a coroutine handler runs on one event-loop thread, in up to ``concurrency``
+    long-lived tasks (:class:`~.slots.Slots`: no task per call). :meth:`start` hands
+    jobs over, and each one's ``(key, Outcome)`` arrives in :attr:`done` (a
     ``queue.SimpleQueue``): no future, lock or waiter per job, and one wake-up of
-    the loop thread per call. :meth:`close` (or leaving the ``with`` block) joins
+    the loop thread per batch. :meth:`close` (or leaving the ``with`` block) joins
     what the executor started.
 
     :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
@@ -197,22 +196,19 @@ class Executor:
         self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
         self.inline = concurrency == 1 and not self.is_async
         self.done: queue.SimpleQueue[tuple[Any, Outcome]] = queue.SimpleQueue()
-        self._jobs: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._create: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None
-        self._step: tuple[Callable[[], object], contextvars.Context] | None = None
+        self._slots: Slots | None = None
         self.wake: Callable[[], None] | None = None
         if self.is_async:
             self._loop = asyncio.new_event_loop()
             eager = getattr(asyncio, "eager_task_factory", None)
-            if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
+            if eager is not None:  # Python 3.12+: tasks a handler makes start eagerly too
                 self._loop.set_task_factory(eager)
-            elif hasattr(self._loop, "__dict__"):  # 3.11: the same, by _start_eagerly
-                self._create = self._start_eagerly  # (not on a loop with no attributes)
+            self._slots = Slots(self, self._loop, concurrency, run_async)
             if loop_thread:
-                run = self._loop.run_forever
+                run = self._run_thread
                 self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))
         elif not self.inline and pool:
             for i in range(concurrency):
@@ -226,15 +222,19 @@ class Executor:
         reaches handlers that take one."""
         return run_sync(self.handler, job, self.clock, ctx, self.with_context and ctx is not None)
 
-    def start(self, items: Sequence[_Item]) -> None:
+    def start(self, items: Sequence[Item]) -> None:
         """Start each ``(key, job, ctx)`` off this thread; ``(key, Outcome)`` arrives in
         ``done``. ``ctx`` (or None) reaches handlers that take one; a coroutine handler's
-        task is bound to it, so that a cancel cancels the handler."""
-        if self._loop is not None:
+        call is bound to it, so that a cancel cancels the handler.
+
+        A coroutine handler's calls run in the executor's slot tasks (3.11+ and any loop
+        object that takes attributes: the first step of each at once, so a call that
+        never suspends is done when ``start`` returns on the loop's thread)."""
+        if self._slots is not None:
             if self._threads:
-                self._loop.call_soon_threadsafe(self._spawn, items)
+                self._loop.call_soon_threadsafe(self._slots.spawn, items)  # type: ignore[union-attr]
             else:  # loop_thread=False: called on the loop's thread, in a callback
-                self._spawn(items)
+                self._slots.spawn(items)
         elif self._threads:
             put = self._jobs.put
             for item in items:
@@ -249,69 +249,10 @@ class Executor:
             key, job, ctx = item
             put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
-    def _spawn(self, items: Sequence[_Item]) -> None:
-        """Start a task per item. Tasks start eagerly (3.12+: the loop's task factory;
-        3.11: :meth:`_start_eagerly`): a call that finishes without suspending is done
-        here, in its task, before the next item starts.
-
-        A task that suspended is bound to its context now (a cancel cancels it): one
-        that finished needs no binding, and a cancel requested during its first step
-        (from another thread: it reaches the loop after this) is seen by ``bind``, or
-        by run_async's check of ``ctx.cancelled`` when the call returned."""
-        loop = self._loop
-        assert loop is not None
-        create, keep, one = self._create or loop.create_task, self._tasks.add, self._one
-        for key, job, ctx in items:
-            task = create(one(key, job, ctx))
-            if not task.done():  # the loop holds tasks weakly: we hold them until done
-                keep(task)
-                if ctx is not None:
-                    ctx.bind(loop, task)
-
-    def _start_eagerly(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """A task whose first step runs now, as 3.12's ``eager_task_factory`` does (on
-        3.11, where there is none): a call that never suspends is done on return, with
-        no loop turn, no handle and no second wake-up of the loop per batch.
-
-        It is an ordinary :class:`asyncio.Task` (``current_task()``, ``cancel()``,
-        its own copy of the context), whose constructor schedules its first step with
-        ``loop.call_soon(step, context=...)``: for that one call, ``call_soon`` is
-        this executor's :meth:`_grab` (an attribute of the loop object, the loop's own
-        again at once), and the step runs here, in the task's context. Only the
-        executor's private loop is touched this way; a loop object that takes no
-        attribute (uvloop's) keeps ``create_task``, whose first step waits a turn."""
-        loop = self._loop
-        assert loop is not None
-        loop.call_soon = self._grab  # type: ignore[method-assign, assignment]
-        try:
-            task = asyncio.Task(coro, loop=loop)
-        finally:
-            del loop.call_soon
-        step, self._step = self._step, None
-        assert step is not None, "Task() scheduled its first step"
-        step[1].run(step[0])
-        return task
-
-    def _grab(self, callback: Callable[[], object], *args: Any,
-              context: contextvars.Context | None = None) -> None:  # fmt: skip
-        assert not args and context is not None, "only Task() calls it"
-        self._step = (callback, context)
-
-    async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
-        try:
-            give = self.with_context and ctx is not None
-            out = await run_async(self.handler, job, self.clock, ctx, give, bind=False)
-            self.done.put((key, out))
-            if self.wake is not None:
-                self.wake()
-        finally:  # itself, not a done callback: one loop callback fewer per job
-            if self._tasks:  # empty while every call finishes in its first step
-                self._tasks.discard(asyncio.current_task())
-
     @property
     def suspended(self) -> bool:
         """Some coroutine call started and suspended, not finished yet."""
-        return bool(self._tasks)
+        return self._slots is not None and self._slots.busy
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -322,8 +263,14 @@ class Executor:
         """Run the loop on this thread until ``loop.stop()`` (``loop_thread=False``);
         then shut its default executor down (the driver's waits ran there)."""
         assert self._loop is not None and not self._threads, "loop_thread=False only"
-        self._loop.run_forever()
+        self._run_thread()
         self._loop.run_until_complete(self._loop.shutdown_default_executor())
+
+    def _run_thread(self) -> None:
+        """Run the loop until stopped, then end the slot tasks (no task left pending)."""
+        assert self._loop is not None and self._slots is not None
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._slots.close())
 
     def close(self) -> None:
         """Wait for started jobs (threads), stop the loop thread; idempotent."""
