@@ -17,55 +17,31 @@ import threading
 import time
 import types
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from .. import tracing
-from ..errors import JobCancelled
 from ..job import Job
 from .context import JobContext, takes_context
+from .outcome import (
+    OK_NONE,
+    Clock,
+    Outcome,
+    cancelled_outcome,
+    ms_since,
+    ok_outcome,
+    raised,
+    returned,
+    took_since,
+)
 from .slots import Item, Slots
 
+# Outcome is .outcome's, imported from here by the drivers
+__all__ = ["Executor", "Handler", "Outcome", "is_async", "run_async", "run_sync"]
+
 Handler = Callable[[Job], Any | Awaitable[Any]]
-Clock = Callable[[], int]
-
-
-class HandlerCancelled(Exception):
-    """A coroutine handler raised :class:`asyncio.CancelledError` while nobody had
-    cancelled its job: its attempt fails (and is retried by the job's policy)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one handler call did.
-
-    ``duration_ms``: how long the handler ran (a monotonic measure, recorded with a
-    failure); ``took``: the same call timed with the driver's clock, when it gave one
-    (tick's deadline estimates follow that clock, a fake one in tests), else 0.
-    """
-
-    ok: bool
-    result: Any = None
-    error: BaseException | None = None
-    duration_ms: int = 0
-    timed_out: bool = False
-    took: int = 0
-    cancelled: bool = False
-
-
-# The outcome of every call that returned None in under a millisecond, with no clock to
-# time it: one shared (frozen) object instead of one per job, which is most of what a
-# fast handler's outcome costs (the dataclass's frozen __init__).
-_OK_NONE = Outcome(True)
 _perf = time.perf_counter
 _Coro = types.CoroutineType
-
-
-def _ok(result: Any, ms: int, took: int) -> Outcome:
-    if result is None and ms == 0 and took == 0:
-        return _OK_NONE
-    return Outcome(True, result, None, ms, False, took)
 
 
 def is_async(handler: Handler) -> bool:
@@ -85,20 +61,20 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
         if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
-        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
+        return Outcome(False, None, exc, ms_since(start), True, took_since(clock, t0))
     except Exception as exc:
         if ctx is not None and ctx.cancel_requested:
-            return _cancelled(job, start, clock, t0)
-        return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+            return cancelled_outcome(job, start, clock, t0)
+        return Outcome(False, None, exc, ms_since(start), False, took_since(clock, t0))
     if ctx is not None and ctx.cancel_requested:
-        return _cancelled(job, start, clock, t0)
+        return cancelled_outcome(job, start, clock, t0)
     ms, limit = int((_perf() - start) * 1000), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
-        return Outcome(False, None, err, ms, True, _took(clock, t0))
-    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
-        return _OK_NONE
-    return _ok(result, ms, _took(clock, t0))
+        return Outcome(False, None, err, ms, True, took_since(clock, t0))
+    if result is None and ms == 0 and clock is None:  # ok_outcome's common case, no call
+        return OK_NONE
+    return ok_outcome(result, ms, took_since(clock, t0))
 
 
 async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
@@ -106,7 +82,7 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
                     bind: bool = True) -> Outcome:  # fmt: skip
     """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation; a cancelled
     ``ctx`` cancels it too (CancelledError inside the handler). ``bind=False``: the
-    caller binds ``ctx`` to the task itself (:meth:`Executor._spawn`)."""
+    caller binds ``ctx`` itself. (The executor's slot tasks run this body inline.)"""
     t0 = clock() if clock is not None else 0
     start = _perf()
     try:
@@ -118,26 +94,9 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
                 result = await result  # no wrapping coroutine when nothing is timed
             else:
                 result = await _timed(result, job.opts.timeout)
-    except asyncio.TimeoutError as exc:
-        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
-    except asyncio.CancelledError as exc:
-        if ctx is not None and ctx.cancel_requested:
-            return _cancelled(job, start, clock, t0)
-        # Nobody cancelled the job: the handler raised it (or let an inner task's escape).
-        # Its attempt fails like any error; re-raised, it would end the executor's task
-        # with no outcome, and the driver would hold the job and its slot until closed.
-        err = HandlerCancelled(f"the handler raised CancelledError{f': {exc}' if str(exc) else ''}")
-        return Outcome(False, None, err, _ms(start), False, _took(clock, t0))
-    except Exception as exc:
-        if ctx is not None and ctx.cancel_requested:
-            return _cancelled(job, start, clock, t0)
-        return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
-    if ctx is not None and ctx.cancel_requested:
-        return _cancelled(job, start, clock, t0)
-    ms = int((_perf() - start) * 1000)
-    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
-        return _OK_NONE
-    return _ok(result, ms, _took(clock, t0))
+    except (Exception, asyncio.CancelledError) as exc:
+        return raised(exc, job, ctx, start, clock, t0)
+    return returned(result, job, ctx, start, clock, t0)
 
 
 def _bind(ctx: JobContext) -> None:
@@ -147,23 +106,10 @@ def _bind(ctx: JobContext) -> None:
     ctx.bind(asyncio.get_running_loop(), task.cancel)
 
 
-def _cancelled(job: Job, start: float, clock: Clock | None, t0: int) -> Outcome:
-    err = JobCancelled(f"job {job.id} was cancelled", job_id=job.id)
-    return Outcome(False, None, err, _ms(start), False, _took(clock, t0), cancelled=True)
-
-
-def _took(clock: Clock | None, t0: int) -> int:
-    return clock() - t0 if clock is not None else 0
-
-
 async def _timed(aw: Awaitable[Any], timeout_ms: int | None) -> Any:
     if timeout_ms is None:
         return await aw
     return await asyncio.wait_for(aw, timeout_ms / 1000)
-
-
-def _ms(start: float) -> int:
-    return int((time.perf_counter() - start) * 1000)
 
 
 class Executor:
@@ -206,7 +152,7 @@ class Executor:
             eager = getattr(asyncio, "eager_task_factory", None)
             if eager is not None:  # Python 3.12+: tasks a handler makes start eagerly too
                 self._loop.set_task_factory(eager)
-            self._slots = Slots(self, self._loop, concurrency, run_async)
+            self._slots = Slots(self, self._loop, concurrency)
             if loop_thread:
                 run = self._run_thread
                 self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))

@@ -24,7 +24,7 @@ import pytest
 from bunq import Job, JobContext, JobOptions, JobState
 from bunq.errors import JobCancelled
 from bunq.execution import Executor, Outcome, slots
-from bunq.execution.run import HandlerCancelled
+from bunq.execution.outcome import HandlerCancelled
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
