@@ -31,7 +31,7 @@ import queue
 import types
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ..job import Job
 from .context import JobContext
@@ -39,7 +39,6 @@ from .outcome import OK_NONE, perf, raised, returned
 
 Item = tuple[Any, Job, "JobContext | None"]  # what Executor.start takes: (key, job, ctx)
 CLOSE_WAIT_S = 1.0  # close: how long cancelled slots get to finish their calls
-T = TypeVar("T")
 
 
 class Owner(Protocol):
@@ -116,8 +115,10 @@ class Slots:
         q.extend(items)
         while len(q) > self.waking:
             if self.parked:
-                self.waking += 1
                 fut = self.parked.pop()
+                if fut.done():  # cancelled meanwhile: its slot goes on by itself (_serve)
+                    continue
+                self.waking += 1
                 if self.at_once:
                     self._now(fut.set_result, None)
                 else:
@@ -133,11 +134,11 @@ class Slots:
         self.waking += 1
         coro = self._serve(slot)
         if self.at_once:  # its first step runs now
-            slot.task = self._now(self.base.run, self._task, coro)
+            self._now(self.base.run, self._task, coro)
         else:  # (3.12+: the loop's eager task factory runs it now; else in a loop turn)
-            slot.task = self.base.run(self.loop.create_task, coro)
+            self.base.run(self.loop.create_task, coro)
 
-    def _now(self, schedule: Callable[..., T], *args: Any) -> T:
+    def _now(self, schedule: Callable[..., object], *args: Any) -> None:
         """Call ``schedule(*args)``, which hands one callback to ``loop.call_soon``
         (``Task()`` its first step, a Future's ``set_result`` the waiting task's
         wake-up), then run that callback here, in its context, as the loop would.
@@ -148,14 +149,13 @@ class Slots:
         loop = self.loop
         loop.call_soon = self._grab  # type: ignore[method-assign, assignment]
         try:
-            made = schedule(*args)
+            schedule(*args)
         finally:
             del loop.call_soon
         grabbed, self._grabbed = self._grabbed, None
         assert grabbed is not None, "it scheduled a callback"
         fn, fargs, context = grabbed
         context.run(fn, *fargs)
-        return made
 
     def _grab(self, callback: Callable[..., object], *args: Any,
               context: contextvars.Context | None = None) -> None:  # fmt: skip
@@ -166,6 +166,7 @@ class Slots:
         """A slot: run the queued calls, park until woken, again; it ends at close, or
         after a call that left a contextvar set (in this task's context)."""
         base = contextvars.copy_context()
+        slot.task = asyncio.current_task()
         try:
             while True:
                 self.waking -= 1
@@ -179,10 +180,11 @@ class Slots:
                 except asyncio.CancelledError:
                     if self.closing:
                         return
-                    # A cancel nobody asked of this slot (a handler cancelled its own
-                    # task and returned): go on as if woken.
-                    if fut in self.parked:  # (else spawn woke it meanwhile, and counted it)
-                        self.parked.remove(fut)
+                    # A cancel of the task nobody asked of this slot (a handler kept it
+                    # and cancelled it later): go on as if woken.
+                    if fut.cancelled():  # (else spawn woke it, and counted it)
+                        if fut in self.parked:
+                            self.parked.remove(fut)
                         self.waking += 1
                     _uncancel(slot.task)  # type: ignore[arg-type]
         finally:
@@ -194,6 +196,7 @@ class Slots:
     async def _run_queued(self, slot: _Slot, base: contextvars.Context) -> bool:
         """Run calls while any are queued; False: the slot ends (see :meth:`_serve`)."""
         q, ex, loop, copy_context = self.items, self.ex, self.loop, contextvars.copy_context
+        task = slot.task
         handler, clock, done, pass_ctx = ex.handler, ex.clock, ex.done, ex.with_context
         coro, isawaitable, wait_for = types.CoroutineType, inspect.isawaitable, asyncio.wait_for
         while q:
@@ -223,15 +226,27 @@ class Slots:
                     out = OK_NONE
                 else:
                     out = returned(result, job, ctx, start, clock, t0)
-            if slot.hit is not None:  # this job's cancel reached the task
-                slot.hit = None
-                _uncancel(slot.task)  # type: ignore[arg-type]
+            if slot.hit is not None or task._must_cancel:  # type: ignore[union-attr]
+                await self._clear_cancel(slot)
             done.put((key, out))
             if ex.wake is not None:
                 ex.wake()
             if self.closing or copy_context() != base:  # a call left a contextvar set
                 return False
         return True
+
+    async def _clear_cancel(self, slot: _Slot) -> None:
+        """After a call its job's cancel reached, or one that cancelled its own task and
+        returned (the cancel is still to come): no cancel left for the next call."""
+        slot.hit = None
+        task = slot.task
+        assert task is not None
+        if task._must_cancel:  # type: ignore[attr-defined]
+            try:
+                await asyncio.sleep(0)  # a bare yield: the pending cancel is thrown here
+            except asyncio.CancelledError:
+                pass
+        _uncancel(task)
 
     async def close(self) -> None:
         """End every slot: parked ones at once, one in a call by cancelling that call

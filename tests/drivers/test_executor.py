@@ -222,6 +222,27 @@ def test_after_a_cancelled_call_the_next_call_sees_a_task_nobody_cancelled() -> 
     assert tasks[0] is tasks[1]  # one slot ran both
 
 
+def test_a_call_that_cancels_its_own_task_and_returns_leaves_no_cancel_behind() -> None:
+    """j0 cancels the task it runs in and returns before the cancel is thrown: it
+    completes, and j1, on the same slot, is not cancelled by it (nor are later batches)."""
+
+    async def handler(j: Job) -> str:
+        if j.data["i"] == 0:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            return "j0 returned"
+        await asyncio.sleep(0.001)
+        return f"j{j.data['i']} returned"
+
+    with Executor(handler, 1) as ex:
+        for batch in ([0, 1], [2]):
+            ex.start([(f"j{i}", job(i), None) for i in batch])
+        got = dict(ex.done.get(timeout=10) for _ in range(3))
+    assert {k: (o.ok, o.result) for k, o in got.items()} == {
+        f"j{i}": (True, f"j{i} returned") for i in range(3)}  # fmt: skip
+
+
 def test_close_ends_every_slot_with_no_task_left_pending(caplog: pytest.LogCaptureFixture) -> None:
     """Parked slots end at close, and so does one still in a call (its call cancelled):
     asyncio logs no 'Task was destroyed but it is pending'."""
