@@ -9,14 +9,16 @@ suspends costs no task of its own, nor (on 3.11) its entry in asyncio's Python-l
 
 - A slot with nothing to do parks on a Future. :meth:`Slots.spawn` wakes one parked
   slot per item (a new one while fewer than ``concurrency`` exist). On a loop object
-  that takes attributes (not uvloop's) the woken slot's step runs at once
+  that takes attributes (asyncio's; uvloop's ``Loop``, a Python subclass, too) the
+  woken slot's step runs at once
   (:meth:`Slots._now`): a batch whose calls never suspend is done, in one slot, when
   ``spawn`` returns, and the items a slot leaves while suspended in a call go to the
   next slot in the same ``spawn``.
 - A cancel reaches the slot through the job's context (``JobContext.canceller``, set per
   call) and cancels the slot's task only while that slot still runs that job (checked
   on the loop's thread, :meth:`_Slot.cancel`); after the job the task's cancel count goes
-  back to 0 (``uncancel``, 3.11+).
+  back to 0 (``uncancel``, 3.11+), and a cancel a call asked of its own task and
+  returned before meeting is met then (:meth:`Slots._clear_cancel`).
 - A call that leaves a contextvar set ends its slot (the next job would see the value);
   a new slot, in a copy of the executor's starting context, takes its place.
 """
