@@ -240,7 +240,7 @@ class Slots:
     async def _clear_cancel(self, slot: _Slot) -> None:
         """After a call its job's cancel reached, or one that cancelled its own task and
         returned (the cancel is still to come): no cancel left for the next call."""
-        slot.hit = None
+        slot.ctx = slot.hit = None  # its call is over: a late cancel of that job finds none
         task = slot.task
         assert task is not None
         if task._must_cancel:  # type: ignore[attr-defined]
