@@ -97,7 +97,7 @@ class JobContext:
     """
 
     __slots__ = ("job", "backend", "lease", "lease_ms", "cancel_requested", "started",
-                 "_flag", "_task")  # fmt: skip
+                 "canceller", "_flag")  # fmt: skip
 
     def __init__(self, job: Job, backend: Backend | None, lease: Lease | None = None,
                  lease_ms: int = 30_000) -> None:  # fmt: skip
@@ -111,7 +111,9 @@ class JobContext:
         # The handler's flag, made on first use (most handlers never look at it: one
         # object fewer per job).
         self._flag: CancelFlag | None = None
-        self._task: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None = None
+        #: driver side: where a cancel goes, ``(loop, cancel)``: ``cancel()`` is called on
+        #: the loop's thread (:meth:`bind`; the executor's slots set it per call, no lock).
+        self.canceller: tuple[asyncio.AbstractEventLoop, Callable[[], object]] | None = None
 
     @property
     def cancelled(self) -> CancelFlag:
@@ -160,19 +162,20 @@ class JobContext:
         """Mark the job cancelled; a coroutine handler gets CancelledError."""
         with _LOCK:
             self.cancel_requested = True
-            flag, task = self._flag, self._task
+            flag, canceller = self._flag, self.canceller
         if flag is not None:
             flag.set()
-        if task is not None:
-            loop, fut = task
-            loop.call_soon_threadsafe(fut.cancel)
+        if canceller is not None:
+            loop, cancel = canceller
+            loop.call_soon_threadsafe(cancel)
 
-    def bind(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[Any]) -> None:
-        """The coroutine running the handler (cancelled at once if already requested)."""
+    def bind(self, loop: asyncio.AbstractEventLoop, cancel: Callable[[], object]) -> None:
+        """What cancels the handler's call (``task.cancel``), called on ``loop``'s thread;
+        called at once if the job was cancelled already (call ``bind`` on that thread)."""
         with _LOCK:
-            self._task = (loop, fut)
+            self.canceller = (loop, cancel)
         if self.cancel_requested:
-            fut.cancel()
+            cancel()
 
 
 def request_cancel(backend: Backend, job: Job) -> None:

@@ -11,62 +11,37 @@ whose context was cancelled while it ran ends ``cancelled`` however it returned.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import inspect
 import queue
 import threading
 import time
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from .. import tracing
-from ..errors import JobCancelled
 from ..job import Job
 from .context import JobContext, takes_context
+from .outcome import (
+    OK_NONE,
+    Clock,
+    Outcome,
+    cancelled_outcome,
+    ms_since,
+    ok_outcome,
+    raised,
+    returned,
+    took_since,
+)
+from .slots import Item, Slots
+
+# Outcome is .outcome's, imported from here by the drivers
+__all__ = ["Executor", "Handler", "Outcome", "is_async", "run_async", "run_sync"]
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
-Clock = Callable[[], int]
-_Item = tuple[Any, Job, "JobContext | None"]  # what Executor.start takes: (key, job, ctx)
-
-
-class HandlerCancelled(Exception):
-    """A coroutine handler raised :class:`asyncio.CancelledError` while nobody had
-    cancelled its job: its attempt fails (and is retried by the job's policy)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one handler call did.
-
-    ``duration_ms``: how long the handler ran (a monotonic measure, recorded with a
-    failure); ``took``: the same call timed with the driver's clock, when it gave one
-    (tick's deadline estimates follow that clock, a fake one in tests), else 0.
-    """
-
-    ok: bool
-    result: Any = None
-    error: BaseException | None = None
-    duration_ms: int = 0
-    timed_out: bool = False
-    took: int = 0
-    cancelled: bool = False
-
-
-# The outcome of every call that returned None in under a millisecond, with no clock to
-# time it: one shared (frozen) object instead of one per job, which is most of what a
-# fast handler's outcome costs (the dataclass's frozen __init__).
-_OK_NONE = Outcome(True)
 _perf = time.perf_counter
 _Coro = types.CoroutineType
-
-
-def _ok(result: Any, ms: int, took: int) -> Outcome:
-    if result is None and ms == 0 and took == 0:
-        return _OK_NONE
-    return Outcome(True, result, None, ms, False, took)
 
 
 def is_async(handler: Handler) -> bool:
@@ -86,20 +61,20 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
         if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
             result = asyncio.run(_timed(result, job.opts.timeout))
     except asyncio.TimeoutError as exc:
-        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
+        return Outcome(False, None, exc, ms_since(start), True, took_since(clock, t0))
     except Exception as exc:
         if ctx is not None and ctx.cancel_requested:
-            return _cancelled(job, start, clock, t0)
-        return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
+            return cancelled_outcome(job, start, clock, t0)
+        return Outcome(False, None, exc, ms_since(start), False, took_since(clock, t0))
     if ctx is not None and ctx.cancel_requested:
-        return _cancelled(job, start, clock, t0)
+        return cancelled_outcome(job, start, clock, t0)
     ms, limit = int((_perf() - start) * 1000), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
-        return Outcome(False, None, err, ms, True, _took(clock, t0))
-    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
-        return _OK_NONE
-    return _ok(result, ms, _took(clock, t0))
+        return Outcome(False, None, err, ms, True, took_since(clock, t0))
+    if result is None and ms == 0 and clock is None:  # ok_outcome's common case, no call
+        return OK_NONE
+    return ok_outcome(result, ms, took_since(clock, t0))
 
 
 async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
@@ -107,7 +82,7 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
                     bind: bool = True) -> Outcome:  # fmt: skip
     """Await a coroutine handler, enforcing ``opts.timeout`` by cancellation; a cancelled
     ``ctx`` cancels it too (CancelledError inside the handler). ``bind=False``: the
-    caller binds ``ctx`` to the task itself (:meth:`Executor._spawn`)."""
+    caller binds ``ctx`` itself. (The executor's slot tasks run this body inline.)"""
     t0 = clock() if clock is not None else 0
     start = _perf()
     try:
@@ -119,43 +94,16 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
                 result = await result  # no wrapping coroutine when nothing is timed
             else:
                 result = await _timed(result, job.opts.timeout)
-    except asyncio.TimeoutError as exc:
-        return Outcome(False, None, exc, _ms(start), True, _took(clock, t0))
-    except asyncio.CancelledError as exc:
-        if ctx is not None and ctx.cancel_requested:
-            return _cancelled(job, start, clock, t0)
-        # Nobody cancelled the job: the handler raised it (or let an inner task's escape).
-        # Its attempt fails like any error; re-raised, it would end the executor's task
-        # with no outcome, and the driver would hold the job and its slot until closed.
-        err = HandlerCancelled(f"the handler raised CancelledError{f': {exc}' if str(exc) else ''}")
-        return Outcome(False, None, err, _ms(start), False, _took(clock, t0))
-    except Exception as exc:
-        if ctx is not None and ctx.cancel_requested:
-            return _cancelled(job, start, clock, t0)
-        return Outcome(False, None, exc, _ms(start), False, _took(clock, t0))
-    if ctx is not None and ctx.cancel_requested:
-        return _cancelled(job, start, clock, t0)
-    ms = int((_perf() - start) * 1000)
-    if result is None and ms == 0 and clock is None:  # _ok's common case, with no call
-        return _OK_NONE
-    return _ok(result, ms, _took(clock, t0))
+    except (Exception, asyncio.CancelledError) as exc:
+        return raised(exc, job, ctx, start, clock, t0)
+    return returned(result, job, ctx, start, clock, t0)
 
 
 def _bind(ctx: JobContext) -> None:
-    """Bind ``ctx`` to the running task (no task of its own per job): run_async's caller
-    is the executor's per-job task (:meth:`Executor._one`), which ends with this call."""
+    """Bind ``ctx`` to the running task: a cancel cancels it."""
     task = asyncio.current_task()
     assert task is not None, "run_async runs in a task"
-    ctx.bind(asyncio.get_running_loop(), task)
-
-
-def _cancelled(job: Job, start: float, clock: Clock | None, t0: int) -> Outcome:
-    err = JobCancelled(f"job {job.id} was cancelled", job_id=job.id)
-    return Outcome(False, None, err, _ms(start), False, _took(clock, t0), cancelled=True)
-
-
-def _took(clock: Clock | None, t0: int) -> int:
-    return clock() - t0 if clock is not None else 0
+    ctx.bind(asyncio.get_running_loop(), task.cancel)
 
 
 async def _timed(aw: Awaitable[Any], timeout_ms: int | None) -> Any:
@@ -164,19 +112,16 @@ async def _timed(aw: Awaitable[Any], timeout_ms: int | None) -> Any:
     return await asyncio.wait_for(aw, timeout_ms / 1000)
 
 
-def _ms(start: float) -> int:
-    return int((time.perf_counter() - start) * 1000)
-
-
 class Executor:
     """Where a driver's handler calls run, ``concurrency`` at a time.
 
     A sync handler runs inline (:meth:`run`, on the caller's thread: no thread hop
     per job) when ``concurrency == 1``, else on ``concurrency`` threads of its own;
-    a coroutine handler runs on one event-loop thread. :meth:`start` hands jobs
-    over, and each one's ``(key, Outcome)`` arrives in :attr:`done` (a
+    a coroutine handler runs on one event-loop thread, in up to ``concurrency``
+    long-lived tasks (:class:`~.slots.Slots`: no task per call). :meth:`start` hands
+    jobs over, and each one's ``(key, Outcome)`` arrives in :attr:`done` (a
     ``queue.SimpleQueue``): no future, lock or waiter per job, and one wake-up of
-    the loop thread per call. :meth:`close` (or leaving the ``with`` block) joins
+    the loop thread per batch. :meth:`close` (or leaving the ``with`` block) joins
     what the executor started.
 
     :param clock: epoch-ms clock that times each call (``Outcome.took``) for the
@@ -197,22 +142,19 @@ class Executor:
         self.with_context = takes_context(handler)  # decided once: handler(job, ctx)
         self.inline = concurrency == 1 and not self.is_async
         self.done: queue.SimpleQueue[tuple[Any, Outcome]] = queue.SimpleQueue()
-        self._jobs: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._create: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]] | None = None
-        self._step: tuple[Callable[[], object], contextvars.Context] | None = None
+        self._slots: Slots | None = None
         self.wake: Callable[[], None] | None = None
         if self.is_async:
             self._loop = asyncio.new_event_loop()
             eager = getattr(asyncio, "eager_task_factory", None)
-            if eager is not None:  # Python 3.12+: a call that never suspends needs no loop turn
+            if eager is not None:  # Python 3.12+: tasks a handler makes start eagerly too
                 self._loop.set_task_factory(eager)
-            elif hasattr(self._loop, "__dict__"):  # 3.11: the same, by _start_eagerly
-                self._create = self._start_eagerly  # (not on a loop with no attributes)
+            self._slots = Slots(self, self._loop, concurrency)
             if loop_thread:
-                run = self._loop.run_forever
+                run = self._run_thread
                 self._threads.append(threading.Thread(target=run, name=f"{name}-loop", daemon=True))
         elif not self.inline and pool:
             for i in range(concurrency):
@@ -226,15 +168,19 @@ class Executor:
         reaches handlers that take one."""
         return run_sync(self.handler, job, self.clock, ctx, self.with_context and ctx is not None)
 
-    def start(self, items: Sequence[_Item]) -> None:
+    def start(self, items: Sequence[Item]) -> None:
         """Start each ``(key, job, ctx)`` off this thread; ``(key, Outcome)`` arrives in
         ``done``. ``ctx`` (or None) reaches handlers that take one; a coroutine handler's
-        task is bound to it, so that a cancel cancels the handler."""
-        if self._loop is not None:
+        call is bound to it, so that a cancel cancels the handler.
+
+        A coroutine handler's calls run in the executor's slot tasks (3.11+ and any loop
+        object that takes attributes: the first step of each at once, so a call that
+        never suspends is done when ``start`` returns on the loop's thread)."""
+        if self._slots is not None:
             if self._threads:
-                self._loop.call_soon_threadsafe(self._spawn, items)
+                self._loop.call_soon_threadsafe(self._slots.spawn, items)  # type: ignore[union-attr]
             else:  # loop_thread=False: called on the loop's thread, in a callback
-                self._spawn(items)
+                self._slots.spawn(items)
         elif self._threads:
             put = self._jobs.put
             for item in items:
@@ -249,69 +195,10 @@ class Executor:
             key, job, ctx = item
             put((key, run_sync(handler, job, clock, ctx, with_context and ctx is not None)))
 
-    def _spawn(self, items: Sequence[_Item]) -> None:
-        """Start a task per item. Tasks start eagerly (3.12+: the loop's task factory;
-        3.11: :meth:`_start_eagerly`): a call that finishes without suspending is done
-        here, in its task, before the next item starts.
-
-        A task that suspended is bound to its context now (a cancel cancels it): one
-        that finished needs no binding, and a cancel requested during its first step
-        (from another thread: it reaches the loop after this) is seen by ``bind``, or
-        by run_async's check of ``ctx.cancelled`` when the call returned."""
-        loop = self._loop
-        assert loop is not None
-        create, keep, one = self._create or loop.create_task, self._tasks.add, self._one
-        for key, job, ctx in items:
-            task = create(one(key, job, ctx))
-            if not task.done():  # the loop holds tasks weakly: we hold them until done
-                keep(task)
-                if ctx is not None:
-                    ctx.bind(loop, task)
-
-    def _start_eagerly(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """A task whose first step runs now, as 3.12's ``eager_task_factory`` does (on
-        3.11, where there is none): a call that never suspends is done on return, with
-        no loop turn, no handle and no second wake-up of the loop per batch.
-
-        It is an ordinary :class:`asyncio.Task` (``current_task()``, ``cancel()``,
-        its own copy of the context), whose constructor schedules its first step with
-        ``loop.call_soon(step, context=...)``: for that one call, ``call_soon`` is
-        this executor's :meth:`_grab` (an attribute of the loop object, the loop's own
-        again at once), and the step runs here, in the task's context. Only the
-        executor's private loop is touched this way; a loop object that takes no
-        attribute (uvloop's) keeps ``create_task``, whose first step waits a turn."""
-        loop = self._loop
-        assert loop is not None
-        loop.call_soon = self._grab  # type: ignore[method-assign, assignment]
-        try:
-            task = asyncio.Task(coro, loop=loop)
-        finally:
-            del loop.call_soon
-        step, self._step = self._step, None
-        assert step is not None, "Task() scheduled its first step"
-        step[1].run(step[0])
-        return task
-
-    def _grab(self, callback: Callable[[], object], *args: Any,
-              context: contextvars.Context | None = None) -> None:  # fmt: skip
-        assert not args and context is not None, "only Task() calls it"
-        self._step = (callback, context)
-
-    async def _one(self, key: Any, job: Job, ctx: JobContext | None) -> None:
-        try:
-            give = self.with_context and ctx is not None
-            out = await run_async(self.handler, job, self.clock, ctx, give, bind=False)
-            self.done.put((key, out))
-            if self.wake is not None:
-                self.wake()
-        finally:  # itself, not a done callback: one loop callback fewer per job
-            if self._tasks:  # empty while every call finishes in its first step
-                self._tasks.discard(asyncio.current_task())
-
     @property
     def suspended(self) -> bool:
         """Some coroutine call started and suspended, not finished yet."""
-        return bool(self._tasks)
+        return self._slots is not None and self._slots.busy
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -322,8 +209,14 @@ class Executor:
         """Run the loop on this thread until ``loop.stop()`` (``loop_thread=False``);
         then shut its default executor down (the driver's waits ran there)."""
         assert self._loop is not None and not self._threads, "loop_thread=False only"
-        self._loop.run_forever()
+        self._run_thread()
         self._loop.run_until_complete(self._loop.shutdown_default_executor())
+
+    def _run_thread(self) -> None:
+        """Run the loop until stopped, then end the slot tasks (no task left pending)."""
+        assert self._loop is not None and self._slots is not None
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._slots.close())
 
     def close(self) -> None:
         """Wait for started jobs (threads), stop the loop thread; idempotent."""

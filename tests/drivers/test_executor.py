@@ -1,23 +1,47 @@
-"""The Executor's coroutine path: one task per call (started eagerly on Python 3.12+).
+"""The Executor's coroutine path: calls run one after another in long-lived slot tasks
+(no task per call), each slot's first step and wake-up at once on a loop object that
+takes attributes; on one that does not (uvloop's), a loop turn later.
 
-Whether a call finishes without suspending or not, its outcome, its context
-(contextvars, the current task, cancel) and its failures are the same.
+Whether a call finishes without suspending or not, whichever slot runs it, and on
+either kind of loop, its outcome, its context (contextvars, the current task, cancel)
+and its failures are the same.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
+import logging
+import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import pytest
 
 from bunq import Job, JobContext, JobOptions, JobState
 from bunq.errors import JobCancelled
-from bunq.execution import Executor, Outcome
-from bunq.execution.run import HandlerCancelled
+from bunq.execution import Executor, Outcome, slots
+from bunq.execution.outcome import HandlerCancelled
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
+
+
+@pytest.fixture(autouse=True, params=["loop with attributes", "loop without attributes"])
+def loop_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test on both kinds of loop: on one without attributes (uvloop's) nothing
+    can stand in for ``loop.call_soon``, so a woken slot runs a loop turn later."""
+    if request.param == "loop without attributes":
+        init = slots.Slots.__init__
+
+        def as_uvloop(self: slots.Slots, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            self.at_once = False
+
+        monkeypatch.setattr(slots.Slots, "__init__", as_uvloop)
+    yield
 
 
 def job(i: int, timeout: int | None = None) -> Job:
@@ -27,9 +51,10 @@ def job(i: int, timeout: int | None = None) -> Job:
 
 def run_all(handler: Callable[..., Any], jobs: list[Job],
             ctxs: list[JobContext | None] | None = None,
-            during: Callable[[], None] | None = None) -> dict[str, Outcome]:  # fmt: skip
+            during: Callable[[], None] | None = None, concurrency: int = 10,
+            ) -> dict[str, Outcome]:  # fmt: skip
     """Start ``jobs`` on one executor; return each job's outcome by id."""
-    with Executor(handler, 10) as ex:
+    with Executor(handler, concurrency) as ex:
         ex.start([(j.id, j, c) for j, c in zip(jobs, ctxs or [None] * len(jobs), strict=True)])
         if during is not None:
             during()
@@ -91,6 +116,25 @@ def test_each_call_has_its_own_context_across_its_suspension() -> None:
     assert seen == {i: f"v{i}" for i in range(4)}
 
 
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_contextvar_a_call_left_set_does_not_reach_the_next_calls(concurrency: int) -> None:
+    """A slot runs calls one after another: one that sets a contextvar (and returns, at
+    once or after suspending) leaves it to none of the calls after it."""
+    seen: dict[int, str] = {}
+
+    async def handler(j: Job) -> None:
+        i = j.data["i"]
+        seen[i] = VAR.get()
+        if i % 3 == 0:
+            VAR.set(f"left by {i}")
+        if i % 2:
+            await asyncio.sleep(0.001)
+
+    got = run_all(handler, [job(i) for i in range(12)], concurrency=concurrency)
+    assert all(o.ok for o in got.values()), got
+    assert seen == dict.fromkeys(range(12), "unset")
+
+
 def test_a_cancel_reaches_a_suspended_call_as_cancelled_error() -> None:
     started, saw = threading.Event(), []
 
@@ -125,6 +169,101 @@ def test_a_call_cancelled_before_it_started_settles_cancelled() -> None:
         c.cancel()
     got = run_all(handler, [job(0), job(1)], ctxs)
     assert got["j0"].cancelled and got["j1"].cancelled
+
+
+def test_a_cancel_that_arrives_after_its_job_finished_misses_the_next_job() -> None:
+    """One slot runs j0 then j1: j0's cancel, asked as j0 returns, reaches the loop
+    while j1 is suspended, and is dropped (it is for a job that has finished)."""
+    ctxs: list[JobContext | None] = [JobContext(job(i), None) for i in range(2)]
+
+    async def handler(j: Job, ctx: JobContext) -> str:
+        await asyncio.sleep(0.001)
+        if j.data["i"] == 0:
+            ctx.cancel()  # reaches the loop after this call has returned
+            return "j0 returned"
+        await asyncio.sleep(0.05)
+        return "j1 returned"
+
+    got = run_all(handler, [job(0), job(1)], ctxs, concurrency=1)
+    assert got["j0"].cancelled  # a job cancelled while it ran ends cancelled
+    assert got["j1"].ok and got["j1"].result == "j1 returned"
+
+
+def test_after_a_cancelled_call_the_next_call_sees_a_task_nobody_cancelled() -> None:
+    """The cancel of j0 is taken back from the task that ran it (3.11+: ``uncancel``):
+    j1, on the same task, times out by ``asyncio.timeout()`` / ``wait_for`` as usual."""
+    started = threading.Event()
+    tasks: list[asyncio.Task[Any] | None] = []
+    ctxs: list[JobContext | None] = [JobContext(job(i), None) for i in range(2)]
+
+    async def handler(j: Job, ctx: JobContext) -> Any:
+        task = asyncio.current_task()
+        tasks.append(task)
+        if j.data["i"] == 0:
+            started.set()
+            await asyncio.sleep(10)
+        assert task is not None
+        cancelling = task.cancelling() if sys.version_info >= (3, 11) else 0
+        try:
+            await asyncio.wait_for(asyncio.sleep(10), 0.02)
+        except asyncio.TimeoutError:
+            return ("timed out", cancelling)
+        return ("slept", cancelling)
+
+    def cancel_j0() -> None:
+        assert started.wait(5)
+        ctx = ctxs[0]
+        assert ctx is not None
+        ctx.cancel()
+
+    got = run_all(handler, [job(0), job(1)], ctxs, during=cancel_j0, concurrency=1)
+    assert got["j0"].cancelled
+    assert got["j1"].ok and got["j1"].result == ("timed out", 0)
+    assert tasks[0] is tasks[1]  # one slot ran both
+
+
+def test_a_call_that_cancels_its_own_task_and_returns_leaves_no_cancel_behind() -> None:
+    """j0 cancels the task it runs in and returns before the cancel is thrown: it
+    completes, and j1, on the same slot, is not cancelled by it (nor are later batches)."""
+
+    async def handler(j: Job) -> str:
+        if j.data["i"] == 0:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            return "j0 returned"
+        await asyncio.sleep(0.001)
+        return f"j{j.data['i']} returned"
+
+    with Executor(handler, 1) as ex:
+        for batch in ([0, 1], [2]):
+            ex.start([(f"j{i}", job(i), None) for i in batch])
+        got = dict(ex.done.get(timeout=10) for _ in range(3))
+    assert {k: (o.ok, o.result) for k, o in got.items()} == {
+        f"j{i}": (True, f"j{i} returned") for i in range(3)}  # fmt: skip
+
+
+def test_close_ends_every_slot_with_no_task_left_pending(caplog: pytest.LogCaptureFixture) -> None:
+    """Parked slots end at close, and so does one still in a call (its call cancelled):
+    asyncio logs no 'Task was destroyed but it is pending'."""
+    started = threading.Event()
+
+    async def handler(j: Job) -> None:
+        if j.data["i"] == 0:
+            started.set()
+            await asyncio.sleep(60)
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    ex = Executor(handler, 4)
+    ex.start([(f"j{i}", job(i), None) for i in range(4)])
+    assert started.wait(5)
+    begun = time.monotonic()
+    ex.close()
+    assert time.monotonic() - begun < 5
+    gc.collect()
+    assert not [r for r in caplog.records if "pending" in r.getMessage()], caplog.text
+    got = dict(ex.done.get(timeout=1) for _ in range(4))
+    assert isinstance(got["j0"].error, HandlerCancelled)  # its call was cancelled by close
 
 
 def test_timed_calls_and_awaitables_that_are_not_coroutines() -> None:
