@@ -85,7 +85,10 @@ class QueueState:
                 and not self.completed_dropped)  # fmt: skip
 
     def wake(self, lock: threading.Lock) -> None:
-        """Note that a job may be leasable; wake long-poll waiters (lock held)."""
+        """Note that a job may be leasable; wake long-poll waiters (lock held).
+
+        Written out in :meth:`.shard.Shard.leave_active` and :meth:`.shard.Shard.complete`
+        (the drain's hot path): a change here changes them too."""
         self.version += 1
         if self.nwait:
             self.condition(lock).notify_all()
