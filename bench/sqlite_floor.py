@@ -15,6 +15,11 @@ not in it. Cases:
 - ``raw_w1`` / ``raw_w2``: apsw inserts of the same row into bunq's own schema (its table,
   indexes and counter triggers), one per transaction / 1,000 per transaction;
 - ``raw_w1_no_counters``: the same without the counter trigger (what counts cost);
+- ``raw_w1_autocommit``: ``raw_w1``'s insert as one autocommit statement (no BEGIN and
+  COMMIT statements: SQLite's implicit transaction, as litequeue's ``put`` runs);
+- ``raw_w1_intake``: one autocommit insert into a narrow table holding only what an add
+  must write at once (id, queue, name, payload, options, times; no claim index, no
+  counter): the floor of a schema whose adds write less now and the rest later;
 - ``litequeue_w1`` / ``litequeue_w2``: ``LiteQueue.put`` one by one / 1,000 per
   explicit transaction (as ``bench/peers_side.py`` runs them), in the peers' venv.
 """
@@ -41,7 +46,8 @@ PAYLOAD = {
     "template": "welcome-v2",
     "pad": "x" * 40,
 }  # fmt: skip  (bench/workloads.py's)
-CASES = ("bunq_w1", "raw_w1", "raw_w1_no_counters", "litequeue_w1", "bunq_w2", "raw_w2",
+CASES = ("bunq_w1", "raw_w1", "raw_w1_no_counters", "raw_w1_autocommit", "raw_w1_intake",
+         "litequeue_w1", "bunq_w2", "raw_w2",
          "litequeue_w2")  # fmt: skip
 
 
@@ -107,6 +113,22 @@ def run_raw(case: str, n: int, d: str) -> None:
                 "parent_id": None, "pending_deps": 0, "opts": opts, "remove_on_complete": 0,
                 "remove_on_fail": 0}  # fmt: skip
 
+    if case == "raw_w1_intake":  # what an add must write now, at least: no claim index, no count
+        conn.execute(
+            "CREATE TABLE intake (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
+            " queue TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,"
+            " opts BLOB NOT NULL, created_at INTEGER NOT NULL, run_at INTEGER NOT NULL)"
+        )
+        ins = ("INSERT INTO intake (id, queue, name, data, opts, created_at, run_at)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?)")  # fmt: skip
+        for _ in range(n):
+            now = int(time.time() * 1000)
+            cur.execute(ins, (new_job_id(), "raw", "job", data, opts, now, now))
+        return
+    if case == "raw_w1_autocommit":  # one statement, its own transaction (as litequeue's put)
+        for i in range(n):
+            cur.execute(sql, row(i))
+        return
     if case == "raw_w2":
         for b in range(n // 1000):
             cur.execute("BEGIN IMMEDIATE")
@@ -141,13 +163,14 @@ def main() -> None:
         os._exit(0)  # no close: its checkpoint would blur the difference
     out: dict[str, Any] = {}
     for case in args.only.split(","):
-        lo, hi = (300, 1300) if case.endswith(("w1", "counters")) else (2000, 7000)
+        lo, hi = (300, 1300) if "w1" in case else (2000, 7000)
         per = (instructions(case, hi) - instructions(case, lo)) / (hi - lo)
         out[case] = round(per)
         print(f"{case}: {per:,.0f} instructions per job", file=sys.stderr, flush=True)
     lq1, lq2 = out.get("litequeue_w1"), out.get("litequeue_w2")
     ratios = {}
     for case, lq in (("bunq_w1", lq1), ("raw_w1", lq1), ("raw_w1_no_counters", lq1),
+                     ("raw_w1_autocommit", lq1), ("raw_w1_intake", lq1),
                      ("bunq_w2", lq2), ("raw_w2", lq2)):  # fmt: skip
         if lq and case in out:
             ratios[f"{case} vs litequeue (litequeue's instructions / these)"] = round(
