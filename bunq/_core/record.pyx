@@ -37,20 +37,12 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_XDECREF, Py_XINCREF
 
-
-cdef extern from "Python.h":
-    ctypedef struct PyMemberDef:
-        const char* name
-        int type
-        Py_ssize_t offset
-        int flags
-        const char* doc
-    object PyDescr_NewMember(PyTypeObject* tp, PyMemberDef* member)
-    void PyType_Modified(PyTypeObject* tp)
-
-
-cdef extern from "structmember.h":
-    int T_OBJECT_EX  # Py_T_OBJECT_EX from 3.12 on; this name is kept there
+from bunq._core._members cimport (
+    PyDescr_NewMember,
+    PyMemberDef,
+    PyType_Modified,
+    T_OBJECT_EX,
+)
 
 
 FIELDS = (

@@ -25,15 +25,11 @@ cimport cython
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        const char* name
-        int type
-        Py_ssize_t offset
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
-    PyObject* PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t n) except NULL
-    int T_OBJECT_EX
+from bunq._core._members cimport (
+    PyMemberDescrObject,
+    PyType_GenericAlloc,
+    T_OBJECT_EX,
+)
 
 cdef enum:
     MAX_FIELDS = 64
