@@ -14,7 +14,6 @@ import asyncio
 import inspect
 import queue
 import threading
-import time
 import types
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -30,6 +29,7 @@ from .outcome import (
     cancelled_outcome,
     ms_since,
     ok_outcome,
+    perf,
     raised,
     returned,
     took_since,
@@ -40,7 +40,6 @@ from .slots import Item, Slots
 __all__ = ["Executor", "Handler", "Outcome", "is_async", "run_async", "run_sync"]
 
 Handler = Callable[[Job], Any | Awaitable[Any]]
-_perf = time.perf_counter
 _Coro = types.CoroutineType
 
 
@@ -55,7 +54,7 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
     """Call a handler (a coroutine result is run to completion on a fresh loop);
     with ``pass_ctx``, as ``handler(job, ctx)``; a cancelled ``ctx`` makes it cancelled."""
     t0 = clock() if clock is not None else 0
-    start = _perf()
+    start = perf()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if result is not None and inspect.isawaitable(result):  # None: the common, cheap case
@@ -68,7 +67,7 @@ def run_sync(handler: Handler, job: Job, clock: Clock | None = None,
         return Outcome(False, None, exc, ms_since(start), False, took_since(clock, t0))
     if ctx is not None and ctx.cancel_requested:
         return cancelled_outcome(job, start, clock, t0)
-    ms, limit = int((_perf() - start) * 1000), job.opts.timeout
+    ms, limit = int((perf() - start) * 1000), job.opts.timeout
     if limit is not None and ms > limit:  # it ran past its timeout: it failed, timeout
         err = TimeoutError(f"ran {ms} ms, past its timeout of {limit} ms")
         return Outcome(False, None, err, ms, True, took_since(clock, t0))
@@ -84,7 +83,7 @@ async def run_async(handler: Handler, job: Job, clock: Clock | None = None,
     ``ctx`` cancels it too (CancelledError inside the handler). ``bind=False``: the
     caller binds ``ctx`` itself. (The executor's slot tasks run this body inline.)"""
     t0 = clock() if clock is not None else 0
-    start = _perf()
+    start = perf()
     try:
         result = handler(job, ctx) if pass_ctx else handler(job)  # type: ignore[call-arg]
         if type(result) is _Coro or inspect.isawaitable(result):  # a coroutine: no call
