@@ -16,7 +16,6 @@ import psycopg
 from psycopg import errors as pge
 
 from ...errors import BackendError, BackendUnavailable, ConfigError, DuplicateJob
-from ...job import NewJob
 from ..urls import redact
 from .queries import INSERT_COLS
 
@@ -25,12 +24,6 @@ Conn = psycopg.Connection[Any]
 
 COPY_MIN = 64  # bulk adds of at least this many plain jobs go through COPY
 insert_row = operator.itemgetter(*INSERT_COLS)
-
-
-def is_plain(job: NewJob) -> bool:
-    o = job.opts
-    return (o.job_id is None and o.unique_key is None and not o.depends_on
-            and o.group_max_size is None)  # fmt: skip
 
 
 class CommitUnknown(Exception):

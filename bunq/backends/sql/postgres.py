@@ -43,13 +43,12 @@ from .pgconn import (
     PgTx,
     PlainRows,
     insert_row,
-    is_plain,
     log,
     probe,
     translate_errors,
 )
 from .queries import COUNT_FN_REV, INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
-from .store import SqlBackend
+from .store import SqlBackend, is_plain
 
 T = TypeVar("T")
 

@@ -18,6 +18,9 @@ import re
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 2  # v2: per-queue counters, the queue registry, sweep and group indexes
+# SQLite's own version: v3 adds the intake table (INTAKE_DDL). A bunq of v2 refuses a v3
+# file, which it must: it would not see the jobs still in the intake.
+SQLITE_SCHEMA_VERSION = 3
 # Revision of the PostgreSQL trigger function (meta key 'count_fn'). A newer one keeps
 # the same tables and counts, so it is no new schema version (bunq of the same schema
 # keeps opening it): migrate re-creates the triggers when the stored revision is older.
@@ -129,6 +132,57 @@ DDL = (
     " WHERE state = 'waiting' AND grp IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS {p}uniq_until ON {uniq} (until) WHERE until IS NOT NULL",
 )
+
+# SQLite v3: the intake. A plain add (no custom id, unique key, dependency or group
+# bound: nothing to look up) writes its row here, one B-tree with no index besides the
+# id's: two B-trees, not the four of {jobs} (the row, the id key, the claim index, the
+# counter row), so half the pages per commit. Every other transaction first moves the intake
+# into {jobs} ("absorbs" it, sqlite.py), so nothing but the add ever reads the intake;
+# until then the row is as durable as any (the same file, the same commit).
+INTAKE_DDL = (
+    """CREATE TABLE IF NOT EXISTS {intake} (
+        rid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        queue TEXT NOT NULL,
+        name TEXT NOT NULL,
+        data {blob},
+        state TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        seq BIGINT NOT NULL,
+        ord_at BIGINT NOT NULL,
+        run_at BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        max_attempts INTEGER NOT NULL,
+        expire_at BIGINT,
+        grp TEXT,
+        parent_id TEXT,
+        pending_deps INTEGER NOT NULL,
+        opts {blob},
+        remove_on_complete INTEGER NOT NULL,
+        remove_on_fail INTEGER NOT NULL)""",
+)
+SQLITE_ONLY = {
+    # The add's row, unless {jobs} holds its id (then no row: the caller counts the
+    # rows and answers DuplicateJob); an id twice in the intake fails its UNIQUE.
+    "intake_put": (
+        "INSERT INTO {intake} ("
+        + ", ".join(INSERT_COLS)
+        + ") SELECT "
+        + ", ".join(":" + c for c in INSERT_COLS)
+        + " WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = :id)"
+    ),
+    # The intake's oldest and newest row (two rowid probes): what a move must take.
+    "intake_span": "SELECT (SELECT MIN(rid) FROM {intake}), (SELECT MAX(rid) FROM {intake})",
+    # Rows below :below into {jobs}, in admission order, then out of the intake.
+    "intake_move": (
+        "INSERT INTO {jobs} ("
+        + ", ".join(INSERT_COLS)
+        + ") SELECT "
+        + ", ".join(INSERT_COLS)
+        + " FROM {intake} WHERE rid < :below ORDER BY rid"
+    ),
+    "intake_drop": "DELETE FROM {intake} WHERE rid < :below",
+}
 
 # The counters and the registry follow every change of {jobs}, whichever statement
 # (or COPY) made it. SQLite: row triggers (one writer at a time, so no hot row).
@@ -738,15 +792,15 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
         "counts",
         "grp_rate",
         "count_fn",
+        "intake",
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix
     stmts = {**Q, **JOB_OPS, **FLOW_FAIL, **PAGES}
-    if dialect.name == "postgres":
-        stmts.update(PG_ONLY)
+    stmts.update(PG_ONLY if dialect.name == "postgres" else SQLITE_ONLY)
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
-    triggers = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE
-    for i, ddl in enumerate(DDL + triggers):
+    own = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE + INTAKE_DDL
+    for i, ddl in enumerate(DDL + own):
         rendered[f"ddl{i:02d}"] = dialect.render(ddl, tables)
     for i, stmt in enumerate(BACKFILL):
         rendered[f"backfill{i}"] = dialect.render(stmt, tables)

@@ -7,6 +7,15 @@ power loss; concurrent adds share one flush through group commit). Every
 write runs in ``BEGIN IMMEDIATE`` so the write lock is taken up front and
 never upgraded; the busy handler retries in sub-millisecond steps instead of
 SQLite's default 1-100 ms sleeps, which is what keeps peers' latency low.
+
+Plain adds write the **intake** (``queries.INTAKE_DDL``): half the B-trees of a
+``jobs`` row per commit. Every other transaction first **absorbs** it, moving its
+rows into ``jobs`` (their claim index, counters and registry) in one set-based
+step, so every read and every lookup sees ``jobs`` whole: a write transaction does
+it after its BEGIN, a read transaction before its own, in a write transaction of
+its own, only when the intake holds rows. A backlog of more than ``ABSORB_CHUNK``
+rows moves in transactions of that many, so other writers interleave; a producer
+alone keeps the intake under ``INTAKE_BOUND`` rows by moving the oldest itself.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -25,13 +34,18 @@ import apsw
 
 from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
 from ...filekind import SQL_FILE, claim
+from ...job import NewJob
 from ..urls import redact
 from .doorbell import Doorbell
 from .events import TX_EVENTS, SqlEventLog
-from .queries import SCHEMA_VERSION, SQLITE, ddl_names, render_all
-from .store import SqlBackend
+from .groupcommit import GroupCommit
+from .queries import SQLITE, SQLITE_SCHEMA_VERSION, ddl_names, render_all
+from .store import SqlBackend, is_plain
 
 SYNC_MODES = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
+ABSORB_CHUNK = 5_000  # intake rows moved per transaction when a backlog is caught up
+INTAKE_BOUND = 100_000  # intake rows a producer alone lets pile up before it moves some
+_ALL = {"below": 1 << 62}  # every intake row (rids count up from 1)
 
 
 class _ApswTx:
@@ -72,8 +86,23 @@ class _ApswTx:
             raise _translated(exc, self.path) from exc
 
 
+class _IntakeTx(_ApswTx):
+    """The transaction of plain adds: their rows go to the intake, not to ``jobs``."""
+
+    __slots__ = ()
+
+    def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
+        assert _stmt == "insert_job", _stmt  # a plain add runs no other statement
+        conn = self.cur.connection
+        before = conn.total_changes()
+        super().many("intake_put", rows)
+        if conn.total_changes() - before != len(rows):  # an id that ``jobs`` holds
+            one = rows[0]["id"] if len(rows) == 1 else None
+            raise DuplicateJob("a job with that id already exists", job_id=one)
+
+
 def _translated(exc: apsw.Error, path: str) -> BunqError:
-    if isinstance(exc, apsw.ConstraintError) and "jobs.id" in str(exc):
+    if isinstance(exc, apsw.ConstraintError) and ("jobs.id" in str(exc) or "intake.id" in str(exc)):
         # A caller-chosen id (not the job_id option, which is idempotent) that exists.
         return DuplicateJob(f"a job with that id already exists ({exc})")
     if isinstance(exc, (apsw.BusyError, apsw.LockedError)):
@@ -93,21 +122,33 @@ def translate_errors(path: str) -> Iterator[None]:
 
 
 class _Transaction:
-    """``with`` block of one transaction: ``begin`` on entry, COMMIT on a clean exit,
-    ROLLBACK on any exception; apsw errors leave translated (a class, not a generator
-    context manager: it is on the path of every add and lease)."""
+    """``with`` block of one transaction: ``begin`` on entry, then ``absorb`` (if any),
+    COMMIT on a clean exit, ROLLBACK on any exception; apsw errors leave translated (a
+    class, not a generator context manager: it is on the path of every add and lease)."""
 
-    __slots__ = ("cur", "begin", "sql", "path")
+    __slots__ = ("cur", "begin", "sql", "path", "absorb", "kind")
 
-    def __init__(self, cur: apsw.Cursor, begin: str, sql: dict[str, str], path: str) -> None:
+    def __init__(self, cur: apsw.Cursor, begin: str, sql: dict[str, str], path: str,
+                 absorb: Callable[[apsw.Cursor], None] | None = None,
+                 kind: type[_ApswTx] = _ApswTx) -> None:  # fmt: skip
         self.cur, self.begin, self.sql, self.path = cur, begin, sql, path
+        self.absorb, self.kind = absorb, kind
 
     def __enter__(self) -> _ApswTx:
         try:
             self.cur.execute(self.begin)
         except apsw.Error as exc:
             raise _translated(exc, self.path) from exc
-        return _ApswTx(self.cur, self.sql, self.path)
+        if self.absorb is not None:
+            try:
+                self.absorb(self.cur)
+            except BaseException as exc:  # no block runs, so no __exit__: roll back here
+                with contextlib.suppress(apsw.Error):
+                    self.cur.execute("ROLLBACK")
+                if isinstance(exc, apsw.Error):
+                    raise _translated(exc, self.path) from exc
+                raise
+        return self.kind(self.cur, self.sql, self.path)
 
     def __exit__(self, et: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
@@ -220,6 +261,11 @@ class SQLiteBackend(SqlBackend):
         self.event_reader = self._events.event_reader
         self._checkpointer = _Checkpointer(self.path)
         self._closed = False
+        self._intake_writes: GroupCommit[Any] = GroupCommit(
+            self._begin_intake, lambda tx, s: tx.raw(s)
+        )
+        self._intake = self._admission
+        self._adds = 0  # plain-add transactions begun (the backlog is probed every 16th)
         self._init_schema()
         self._events._ensure()
         # job transitions are recorded in the transaction that makes them (.events)
@@ -277,14 +323,68 @@ class SQLiteBackend(SqlBackend):
         return conn
 
     def _begin(self, durable: bool = True) -> Any:
-        return self._tx("BEGIN IMMEDIATE")  # every commit follows ``synchronous``
+        # every commit follows ``synchronous``; the intake first, so the block sees it all
+        return _Transaction(self._conn().cursor(), "BEGIN IMMEDIATE", self._sql, self.path,
+                            self._absorb)  # fmt: skip
 
     def _read(self) -> Any:
-        return self._tx("BEGIN")  # deferred: readers never take the write lock
+        cur = self._conn().cursor()
+        with translate_errors(self.path):
+            pending = cur.execute(self._sql["intake_span"]).fetchall()[0][0] is not None
+        if pending:  # move it in a write transaction first; the read itself stays deferred
+            with self._begin():
+                pass
+        return _Transaction(cur, "BEGIN", self._sql, self.path)  # never the write lock
 
     def _tx(self, begin: str) -> _Transaction:
-        """One transaction; apsw errors leave here translated (never raw)."""
+        """One transaction, nothing absorbed; apsw errors leave here translated (never raw)."""
         return _Transaction(self._conn().cursor(), begin, self._sql, self.path)
+
+    # -- the intake (module docstring) ---------------------------------------------------
+    def _admission(self, jobs: Sequence[NewJob]) -> GroupCommit[Any]:
+        """Plain adds go to the intake (their own group commit); the rest to ``jobs``."""
+        return self._intake_writes if all(is_plain(j) for j in jobs) else self._writes
+
+    def _begin_intake(self) -> _Transaction:
+        return _Transaction(self._conn().cursor(), "BEGIN IMMEDIATE", self._sql, self.path,
+                            self._bound, _IntakeTx)  # fmt: skip
+
+    def _absorb(self, cur: apsw.Cursor) -> None:
+        """Move the whole intake into ``jobs`` (in the write transaction ``cur`` opened).
+
+        A backlog of more than ABSORB_CHUNK rows is committed chunk by chunk first, each
+        chunk its own transaction (no caller's work has run yet), so other writers get
+        the lock between them; the last step moves whatever the lock now guards."""
+        sql = self._sql
+        span = self._span(cur)
+        if span is None:
+            return
+        lo, hi = span
+        while hi - lo >= ABSORB_CHUNK:
+            lo += ABSORB_CHUNK
+            cur.execute(sql["intake_move"], {"below": lo})
+            cur.execute(sql["intake_drop"], {"below": lo})
+            cur.execute("COMMIT")
+            cur.execute("BEGIN IMMEDIATE")
+        cur.execute(sql["intake_move"], _ALL)
+        cur.execute(sql["intake_drop"], _ALL)
+
+    def _span(self, cur: apsw.Cursor) -> tuple[int, int] | None:
+        """The intake's oldest and newest rid, or None when it is empty."""
+        lo, hi = cur.execute(self._sql["intake_span"]).fetchall()[0]
+        return None if lo is None else (int(lo), int(hi))  # type: ignore[arg-type]
+
+    def _bound(self, cur: apsw.Cursor) -> None:
+        """Before a plain add: with no reader absorbing, keep the backlog near
+        INTAKE_BOUND rows (a probe of the intake's span every 16th add)."""
+        self._adds += 1
+        if self._adds & 15:
+            return
+        span = self._span(cur)
+        if span is not None and span[1] - span[0] >= INTAKE_BOUND:  # the oldest, to a chunk below
+            below = {"below": span[1] - INTAKE_BOUND + ABSORB_CHUNK}
+            cur.execute(self._sql["intake_move"], below)
+            cur.execute(self._sql["intake_drop"], below)
 
     def _init_schema(self) -> None:
         with translate_errors(self.path):
@@ -293,23 +393,24 @@ class SQLiteBackend(SqlBackend):
             mode = str(conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0])
         if mode.lower() != "wal":
             raise ConfigError(f"{self.path}: could not switch to WAL (got {mode})")
-        with self._begin() as tx:  # the write lock is the migration lock
+        with self._tx("BEGIN IMMEDIATE") as tx:  # the write lock is the migration lock
             rows = tx.cur.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchall()
             if rows:
                 rows = tx.cur.execute(
                     "SELECT value FROM meta WHERE key = 'schema_version'").fetchall()  # fmt: skip
-            if rows and int(rows[0][0]) > SCHEMA_VERSION:
+            stored = int(str(rows[0][0])) if rows else None
+            if stored is not None and stored > SQLITE_SCHEMA_VERSION:
                 raise ConfigError(
-                    f"{self.path} has schema v{rows[0][0]},"
-                    f" newer than this bunq (v{SCHEMA_VERSION})"
+                    f"{self.path} has schema v{stored},"
+                    f" newer than this bunq (v{SQLITE_SCHEMA_VERSION})"
                 )
             for key in ddl_names(self._sql):
                 tx.raw(self._sql[key])
-            if rows and int(rows[0][0]) < SCHEMA_VERSION:  # v1: counters and registry, once
+            if stored is not None and stored < 2:  # v1: counters and registry, once
                 for key in sorted(k for k in self._sql if k.startswith("backfill")):
                     tx.raw(self._sql[key])
-            if not rows or int(rows[0][0]) < SCHEMA_VERSION:
-                tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
+            if stored is None or stored < SQLITE_SCHEMA_VERSION:  # v3: the intake table
+                tx.q("meta_put", key="schema_version", value=str(SQLITE_SCHEMA_VERSION))
 
     def _lock_key(self, tx: Any, key: str) -> None:
         """Nothing to take: SQLite's write lock already serialises every writer."""

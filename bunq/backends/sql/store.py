@@ -47,6 +47,14 @@ from .sweep import SqlSweep
 LIVE_STATES = ("waiting", "active", "waiting-children")
 
 
+def is_plain(job: NewJob) -> bool:
+    """A job whose admission looks nothing up: no custom id, unique key, dependency or
+    group bound (PostgreSQL: one shared INSERT; SQLite: the intake)."""
+    o = job.opts
+    return (o.job_id is None and o.unique_key is None and not o.depends_on
+            and o.group_max_size is None)  # fmt: skip
+
+
 class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
     """Backend over one SQL database that is the single source of truth.
 
@@ -76,6 +84,9 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
         self._tx_events: Callable[[Tx, Iterable[str], Callable[[], list[JobEvent]]], None] \
             | None = None  # fmt: skip
         self.own_events: frozenset[EventKind] = frozenset()
+        # The group commit that admits these jobs, when it is not ``_writes`` (SQLite:
+        # plain adds go to the intake, sqlite.py); None: every add is ``_writes``'.
+        self._intake: Callable[[Sequence[NewJob]], GroupCommit[Tx]] | None = None
 
     # -- per-job operations (.jobops: one keyed statement each) ---------------------------
     remove_job = jobops.remove_job
@@ -105,7 +116,8 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
         check_new_jobs(jobs)
         with paused_gc() if len(jobs) >= BULK else nullcontext():
             prepared = [self._prepare(j) for j in jobs]
-            out: list[Job] = self._writes.run(lambda tx: self._admit_logged(tx, prepared))
+            writes = self._writes if self._intake is None else self._intake(jobs)
+            out: list[Job] = writes.run(lambda tx: self._admit_logged(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
         return out

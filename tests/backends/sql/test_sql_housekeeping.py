@@ -19,7 +19,7 @@ from contract.helpers import add, fail
 
 from bunq import JobState
 from bunq.backends.base import DlqConfig
-from bunq.backends.sql.queries import SCHEMA_VERSION
+from bunq.backends.sql.queries import SCHEMA_VERSION, SQLITE_SCHEMA_VERSION
 
 KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 STATES = ("waiting", "delayed", "active", "completed", "failed", "waiting-children")
@@ -184,9 +184,36 @@ def test_a_v1_database_upgrades_in_place(make_backend: Callable[..., Any], tmp_p
         expected["q"]["waiting"] += 1
         assert counted(be, "q") == expected["q"] == truth(be, "q")
         with be._read() as tx:
-            assert tx.q("meta_get", key="schema_version")[0][0] == str(SCHEMA_VERSION)
+            assert tx.q("meta_get", key="schema_version")[0][0] == str(SQLITE_SCHEMA_VERSION)
     finally:
         be.close()
+
+
+def test_a_v2_sqlite_file_gains_the_intake_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    from bunq.backends.sql.sqlite import SQLiteBackend
+    from bunq.errors import ConfigError
+
+    path = str(tmp_path / "v2.db")
+    be = SQLiteBackend(path)
+    _populate(be)
+    expected = {q: truth(be, q) for q in ("q", "r")}
+    with be._begin() as tx:  # v2: the same, without the intake (empty after the absorb)
+        tx.raw("DROP TABLE intake")
+        tx.raw("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    be.close()
+    be = SQLiteBackend(path)
+    try:
+        assert {q: counted(be, q) for q in ("q", "r")} == expected
+        add(be, "q")
+        expected["q"]["waiting"] += 1
+        assert counted(be, "q") == expected["q"] == truth(be, "q")
+        with be._begin() as tx:
+            assert tx.q("meta_get", key="schema_version")[0][0] == str(SQLITE_SCHEMA_VERSION)
+            tx.q("meta_put", key="schema_version", value=str(SQLITE_SCHEMA_VERSION + 1))
+    finally:
+        be.close()
+    with pytest.raises(ConfigError, match="newer than this bunq"):
+        SQLiteBackend(path)
 
 
 @pytest.mark.postgres
@@ -229,6 +256,8 @@ def _downgrade(tx: Any, qual: str) -> None:
     for index in ("jobs_finished", "jobs_delayed", "jobs_group", "uniq_until"):
         tx.raw(f"DROP INDEX {qual}{index}")
     tx.raw(f"DELETE FROM {qual}queues")  # v1 listed queues by scanning jobs
+    if not pg:
+        tx.raw("DROP TABLE intake")  # SQLite v3 (empty: this transaction absorbed it)
     tx.raw(f"UPDATE {qual}meta SET value = '1' WHERE key = 'schema_version'")
     if pg:
         tx.q("key_lock", key="flush")  # send the pending statements

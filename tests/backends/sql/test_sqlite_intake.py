@@ -1,0 +1,121 @@
+"""SQLite's intake: plain adds write a narrow table, every other transaction moves it
+into ``jobs`` first, so no read, lookup or claim ever misses a job (sqlite.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bunq.backends.sql import sqlite as sqlite_mod
+from bunq.backends.sql.sqlite import SQLiteBackend
+from bunq.errors import DuplicateJob
+from bunq.job import JobOptions, JobState, NewJob
+
+
+def rows(be: SQLiteBackend, table: str) -> int:
+    """Rows of ``table`` as the file holds them (a plain read: absorbs nothing)."""
+    return int(be._conn().execute(f"SELECT COUNT(*) FROM {table}").fetchall()[0][0])
+
+
+def plain(queue: str = "q", job_id: str | None = None, **opts: Any) -> NewJob:
+    job = NewJob(queue, "job", {"n": 1}, JobOptions(**opts))
+    return job if job_id is None else NewJob(queue, "job", {"n": 1}, JobOptions(**opts), job_id)
+
+
+@pytest.fixture
+def be(tmp_path: Path) -> Any:
+    backend = SQLiteBackend(str(tmp_path / "intake.db"))
+    yield backend
+    backend.close()
+
+
+def test_a_plain_add_writes_the_intake_and_every_reader_sees_it(be: SQLiteBackend) -> None:
+    (job,) = be.add([plain()])
+    assert (rows(be, "intake"), rows(be, "jobs")) == (1, 0)
+    got = be.get_job(job.id)
+    assert got is not None and got.state is JobState.WAITING
+    assert (rows(be, "intake"), rows(be, "jobs")) == (0, 1)  # the read moved it first
+    be.add([plain() for _ in range(3)])
+    assert be.counts("q")[JobState.WAITING] == 4
+    assert rows(be, "intake") == 0
+
+
+def test_a_lease_claims_intake_jobs_in_admission_order(be: SQLiteBackend) -> None:
+    ids = [j.id for j in be.add([plain() for _ in range(5)])]
+    ids += [be.add([plain()])[0].id for _ in range(3)]
+    leased = be.lease("q", 10, 30_000, "w")
+    assert [le.job.id for le in leased] == ids
+
+
+def test_an_id_in_jobs_or_in_the_intake_is_a_duplicate_and_leaves_no_row(
+        be: SQLiteBackend) -> None:  # fmt: skip
+    be.add([plain(job_id="taken")])
+    with pytest.raises(DuplicateJob):  # still in the intake: its UNIQUE
+        be.add([plain(job_id="taken")])
+    assert be.get_job("taken") is not None  # absorbed now
+    with pytest.raises(DuplicateJob):  # in jobs: the add's NOT EXISTS
+        be.add([plain(job_id="taken")])
+    with pytest.raises(DuplicateJob):  # one of a bulk: the whole bulk is refused
+        be.add([plain(), plain(job_id="taken"), plain()])
+    assert (rows(be, "intake"), rows(be, "jobs")) == (0, 1)
+    assert be.counts("q")[JobState.WAITING] == 1
+
+
+def test_a_lookup_sees_an_intake_job(be: SQLiteBackend) -> None:
+    (first,) = be.add([plain(job_id="same")])
+    assert rows(be, "intake") == 1
+    # The job_id option looks the id up: the add moves the intake first, so it answers
+    # the job that is there rather than admitting a second one.
+    (again,) = be.add([NewJob("q", "job", {"n": 2}, JobOptions(job_id="same"), "same")])
+    assert again.id == first.id and again.data == {"n": 1}
+    assert be.counts("q")[JobState.WAITING] == 1
+
+
+def test_another_connection_absorbs_what_this_one_added(be: SQLiteBackend) -> None:
+    other = SQLiteBackend(be.path)
+    try:
+        ids = {j.id for j in be.add([plain() for _ in range(4)])}
+        assert {le.job.id for le in other.lease("q", 10, 30_000, "w")} == ids
+        assert rows(be, "intake") == 0
+    finally:
+        other.close()
+
+
+def test_a_backlog_moves_in_chunks_and_keeps_its_order(
+        be: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(sqlite_mod, "ABSORB_CHUNK", 10)
+    commits: list[int] = []
+    ids = [be.add([plain()])[0].id for _ in range(35)]
+    conn = be._conn()
+    conn.set_commit_hook(lambda: commits.append(1) or False)  # (False: let it commit)
+    try:
+        assert [le.job.id for le in be.lease("q", 35, 30_000, "w")] == ids
+    finally:
+        conn.set_commit_hook(None)
+    # Three chunks of 10 committed on their own, then the last 5 with the lease.
+    assert len(commits) == 4 and rows(be, "intake") == 0
+
+
+def test_a_producer_alone_keeps_the_backlog_near_its_bound(
+        be: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(sqlite_mod, "INTAKE_BOUND", 50)
+    monkeypatch.setattr(sqlite_mod, "ABSORB_CHUNK", 10)
+    most = 0
+    for _ in range(300):
+        be.add([plain()])
+        most = max(most, rows(be, "intake"))
+    assert 50 <= most <= 50 + 16  # probed every 16th add
+    assert rows(be, "jobs") >= 300 - most
+    assert be.counts("q")[JobState.WAITING] == 300
+
+
+def test_non_plain_adds_go_to_jobs_after_the_intake(be: SQLiteBackend) -> None:
+    be.add([plain()])
+    be.add([plain(unique_key="k")])  # a lookup: absorbs, then writes jobs itself
+    assert (rows(be, "intake"), rows(be, "jobs")) == (0, 2)
+    be.add([plain(delay=60_000, priority=3, group="g", lifo=True)])  # plain: the intake
+    assert rows(be, "intake") == 1
+    counts = be.counts("q")
+    assert (counts[JobState.WAITING], counts[JobState.DELAYED]) == (2, 1)
