@@ -144,6 +144,13 @@ class SqlEventLog:
         self._heard[queue] = (gen, until)
         return until
 
+    def unheard(self, queue: str) -> bool:
+        """True when nobody read ``queue``'s events at the last look and the
+        registrations' generation has not moved since (a memory read, no statement)."""
+        seen = self._heard.get(queue)
+        return seen is not None and not seen[1] and self._gen is not None \
+            and seen[0] == self._gen.read()  # fmt: skip
+
     def registrations_changed(self) -> None:
         """Called in the transaction of a change to the readers' registrations."""
         if self._gen is not None:

@@ -152,33 +152,38 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
                     tx.many("insert_job", plain)
                     plain = []
                 self._check_group_size(tx, job.queue, o.group, o.group_max_size)
-            run_at = now + o.delay
-            seq = self._next_seq(now)
-            plain.append({
-                "id": job.id, "queue": job.queue, "name": job.name, "data": data,
-                "state": "waiting-children" if pending else "waiting", "priority": o.priority,
-                "seq": -seq if o.lifo else seq, "ord_at": -run_at if o.lifo else run_at,
-                "run_at": run_at, "created_at": now, "max_attempts": o.attempts,
-                "expire_at": None if o.ttl is None else now + o.ttl, "grp": o.group,
-                "parent_id": o.parent_id, "pending_deps": pending, "opts": opts_blob,
-                "remove_on_complete": int(o.remove_on_complete),
-                "remove_on_fail": int(o.remove_on_fail),
-            })  # fmt: skip
+            row, admitted = self._row(job, data, opts_blob, now, pending)
+            plain.append(row)
             if o.depends_on:
                 tx.many("insert_job", plain)
                 plain = []
                 for dep in o.depends_on:
                     tx.q("insert_dep", job_id=job.id, dep_id=dep)
                     tx.q("mark_dependents", id=dep)
-            st = (
-                JobState.WAITING_CHILDREN
-                if pending
-                else (JobState.DELAYED if o.delay else JobState.WAITING)
-            )
-            out.append(admitted_job(job.id, job.queue, job.name, job.data, st, o, now, run_at))
+            out.append(admitted)
         if plain:
             tx.many("insert_job", plain)
         return out
+
+    def _row(self, job: NewJob, data: bytes, opts_blob: bytes, now: int,
+             pending: int) -> tuple[dict[str, Any], Job]:  # fmt: skip
+        """A job's row (``INSERT_COLS``) admitted at ``now``, and the Job the add answers."""
+        o = job.opts
+        run_at = now + o.delay
+        seq = self._next_seq(now)
+        row = {
+            "id": job.id, "queue": job.queue, "name": job.name, "data": data,
+            "state": "waiting-children" if pending else "waiting", "priority": o.priority,
+            "seq": -seq if o.lifo else seq, "ord_at": -run_at if o.lifo else run_at,
+            "run_at": run_at, "created_at": now, "max_attempts": o.attempts,
+            "expire_at": None if o.ttl is None else now + o.ttl, "grp": o.group,
+            "parent_id": o.parent_id, "pending_deps": pending, "opts": opts_blob,
+            "remove_on_complete": int(o.remove_on_complete),
+            "remove_on_fail": int(o.remove_on_fail),
+        }  # fmt: skip
+        st = (JobState.WAITING_CHILDREN if pending
+              else (JobState.DELAYED if o.delay else JobState.WAITING))  # fmt: skip
+        return row, admitted_job(job.id, job.queue, job.name, job.data, st, o, now, run_at)
 
     def _check_group_size(self, tx: Tx, queue: str, group: Any, most: int) -> None:
         """GroupFull when ``group`` holds ``most`` waiting or delayed jobs: an index range

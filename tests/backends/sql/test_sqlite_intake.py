@@ -12,6 +12,7 @@ from bunq.backends.sql import sqlite as sqlite_mod
 from bunq.backends.sql.sqlite import SQLiteBackend
 from bunq.errors import DuplicateJob
 from bunq.job import JobOptions, JobState, NewJob
+from bunq.jobevents import EventKind
 
 
 def rows(be: SQLiteBackend, table: str) -> int:
@@ -119,3 +120,28 @@ def test_non_plain_adds_go_to_jobs_after_the_intake(be: SQLiteBackend) -> None:
     assert rows(be, "intake") == 1
     counts = be.counts("q")
     assert (counts[JobState.WAITING], counts[JobState.DELAYED]) == (2, 1)
+
+
+def test_a_lone_plain_add_is_one_autocommit_insert(be: SQLiteBackend) -> None:
+    be.add([plain()])  # the first add learns that nobody reads q's events
+    conn, seen = be._conn(), []
+    conn.exec_trace = lambda _cur, sql, _bindings: seen.append(sql.split()[0]) or True
+    try:
+        be.add([plain()])
+    finally:
+        conn.exec_trace = None
+    assert seen == ["INSERT"]  # no BEGIN, no COMMIT, no read of the registrations
+    assert be.counts("q")[JobState.WAITING] == 2
+
+
+def test_a_reader_registered_during_a_lone_add_still_gets_its_event(
+        be: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    be.add([plain()])
+    reader = be.event_reader("q")
+    answers = iter([True, False])  # "nobody reads" before the insert; moved after it
+    monkeypatch.setattr(be._events, "unheard", lambda _q: next(answers))
+    (job,) = be.add([plain()])
+    assert next(answers, None) is None  # both looks were taken: the lone path ran
+    got = [e.job_id for e in reader.read(1000) if e.kind is EventKind.ADDED]
+    reader.close()
+    assert got == [job.id]
