@@ -15,7 +15,7 @@ step, so every read and every lookup sees ``jobs`` whole: a write transaction do
 it after its BEGIN, a read transaction before its own, in a write transaction of
 its own, only when the intake holds rows. A backlog of more than ``ABSORB_CHUNK``
 rows moves in transactions of that many, so other writers interleave; a producer
-alone keeps the intake under ``INTAKE_BOUND`` rows by moving the oldest itself.
+alone keeps the intake near ``INTAKE_BOUND`` rows by moving the oldest itself.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from .store import SqlBackend, is_plain
 SYNC_MODES = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
 ABSORB_CHUNK = 5_000  # intake rows moved per transaction when a backlog is caught up
 INTAKE_BOUND = 100_000  # intake rows a producer alone lets pile up before it moves some
+PROBE_EVERY = 1_024  # rows a producer adds between two probes of the backlog
 _ALL = {"below": 1 << 62}  # every intake row (rids count up from 1)
 
 
@@ -88,9 +89,15 @@ class _ApswTx:
 
 
 class _IntakeTx(_ApswTx):
-    """The transaction of plain adds: their rows go to the intake, not to ``jobs``."""
+    """The transaction of plain adds: their rows go to the intake, not to ``jobs``;
+    ``added(cur, n)`` runs after each insert of ``n`` rows (the backlog's bound)."""
 
-    __slots__ = ()
+    __slots__ = ("added",)
+
+    def __init__(self, cur: apsw.Cursor, sql: dict[str, str], path: str,
+                 added: Callable[[apsw.Cursor, int], None]) -> None:  # fmt: skip
+        super().__init__(cur, sql, path)
+        self.added = added
 
     def many(self, _stmt: str, rows: list[dict[str, Any]]) -> None:
         assert _stmt == "insert_job", _stmt  # a plain add runs no other statement
@@ -100,6 +107,10 @@ class _IntakeTx(_ApswTx):
         if conn.total_changes() - before != len(rows):  # an id that ``jobs`` holds
             one = rows[0]["id"] if len(rows) == 1 else None
             raise DuplicateJob("a job with that id already exists", job_id=one)
+        try:
+            self.added(self.cur, len(rows))
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
 
 
 def _translated(exc: apsw.Error, path: str) -> BunqError:
@@ -131,7 +142,8 @@ class _Transaction:
 
     def __init__(self, cur: apsw.Cursor, begin: str, sql: dict[str, str], path: str,
                  absorb: Callable[[apsw.Cursor], None] | None = None,
-                 kind: type[_ApswTx] = _ApswTx) -> None:  # fmt: skip
+                 kind: Callable[[apsw.Cursor, dict[str, str], str], _ApswTx] = _ApswTx,
+                 ) -> None:  # fmt: skip
         self.cur, self.begin, self.sql, self.path = cur, begin, sql, path
         self.absorb, self.kind = absorb, kind
 
@@ -266,7 +278,7 @@ class SQLiteBackend(SqlBackend):
             self._begin_intake, lambda tx, s: tx.raw(s)
         )
         self._intake = self._admission
-        self._adds = 0  # plain-add transactions begun (the backlog is probed every 16th)
+        self._unprobed = 0  # intake rows added here since the backlog's last probe
         self._init_schema()
         self._events._ensure()
         # job transitions are recorded in the transaction that makes them (.events)
@@ -345,8 +357,8 @@ class SQLiteBackend(SqlBackend):
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add). One plain job for a queue nobody reads the
         events of goes by :meth:`_add_alone`; the rest by group commit."""
-        check_new_jobs(jobs)
-        if len(jobs) == 1 and (self._adds + 1) & 15:  # (every 16th: _bound's probe)
+        if self._unprobed < PROBE_EVERY and type(jobs) is list and len(jobs) == 1:
+            check_new_jobs(jobs)  # (else: _backlog's probe is due, in a transaction)
             job = jobs[0]
             if is_plain(job) and self._events.unheard(job.queue):
                 return self._add_alone(job)
@@ -370,7 +382,7 @@ class SQLiteBackend(SqlBackend):
             raise _translated(exc, self.path) from exc
         if conn.total_changes() == before:  # ``jobs`` holds the id
             raise DuplicateJob("a job with that id already exists", job_id=job.id)
-        self._adds += 1
+        self._unprobed += 1
         if not self._events.unheard(job.queue) and self._tx_events is not None:
             with self._begin() as tx:
                 self._tx_events(tx, (job.queue,), lambda: added_events([admitted], now))
@@ -382,8 +394,11 @@ class SQLiteBackend(SqlBackend):
         return self._intake_writes if all(is_plain(j) for j in jobs) else self._writes
 
     def _begin_intake(self) -> _Transaction:
+        def kind(cur: apsw.Cursor, sql: dict[str, str], path: str) -> _IntakeTx:
+            return _IntakeTx(cur, sql, path, self._backlog)
+
         return _Transaction(self._conn().cursor(), "BEGIN IMMEDIATE", self._sql, self.path,
-                            self._bound, _IntakeTx)  # fmt: skip
+                            None, kind)  # fmt: skip
 
     def _absorb(self, cur: apsw.Cursor) -> None:
         """Move the whole intake into ``jobs`` (in the write transaction ``cur`` opened).
@@ -410,15 +425,16 @@ class SQLiteBackend(SqlBackend):
         lo, hi = cur.execute(self._sql["intake_span"]).fetchall()[0]
         return None if lo is None else (int(lo), int(hi))  # type: ignore[arg-type]
 
-    def _bound(self, cur: apsw.Cursor) -> None:
-        """Before a plain add: with no reader absorbing, keep the backlog near
-        INTAKE_BOUND rows (a probe of the intake's span every 16th add)."""
-        self._adds += 1
-        if self._adds & 15:
+    def _backlog(self, cur: apsw.Cursor, n: int) -> None:
+        """After ``n`` rows went into the intake: with no reader absorbing, keep its
+        backlog near INTAKE_BOUND rows (probed once per PROBE_EVERY rows added here)."""
+        self._unprobed += n
+        if self._unprobed < PROBE_EVERY:
             return
+        self._unprobed = 0
         span = self._span(cur)
         if span is not None and span[1] - span[0] >= INTAKE_BOUND:  # the oldest, to a chunk below
-            below = {"below": span[1] - INTAKE_BOUND + ABSORB_CHUNK}
+            below = {"below": span[1] + 1 - INTAKE_BOUND + ABSORB_CHUNK}
             cur.execute(self._sql["intake_move"], below)
             cur.execute(self._sql["intake_drop"], below)
 

@@ -103,13 +103,17 @@ def test_a_producer_alone_keeps_the_backlog_near_its_bound(
         be: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setattr(sqlite_mod, "INTAKE_BOUND", 50)
     monkeypatch.setattr(sqlite_mod, "ABSORB_CHUNK", 10)
+    monkeypatch.setattr(sqlite_mod, "PROBE_EVERY", 16)
     most = 0
     for _ in range(300):
         be.add([plain()])
         most = max(most, rows(be, "intake"))
-    assert 50 <= most <= 50 + 16  # probed every 16th add
+    assert 50 <= most <= 50 + 16  # probed every 16th row
     assert rows(be, "jobs") >= 300 - most
-    assert be.counts("q")[JobState.WAITING] == 300
+    for _ in range(3):  # bulks: probed after the insert, moved down to a chunk below
+        be.add([plain() for _ in range(200)])
+        assert rows(be, "intake") == 50 - 10
+    assert be.counts("q")[JobState.WAITING] == 900
 
 
 def test_non_plain_adds_go_to_jobs_after_the_intake(be: SQLiteBackend) -> None:
