@@ -17,9 +17,9 @@ not in it. Cases:
 - ``raw_w1_no_counters``: the same without the counter trigger (what counts cost);
 - ``raw_w1_autocommit``: ``raw_w1``'s insert as one autocommit statement (no BEGIN and
   COMMIT statements: SQLite's implicit transaction, as litequeue's ``put`` runs);
-- ``raw_w1_intake``: one autocommit insert into a narrow table holding only what an add
-  must write at once (id, queue, name, payload, options, times; no claim index, no
-  counter): the floor of a schema whose adds write less now and the rest later;
+- ``raw_w1_intake`` / ``raw_w2_intake``: bunq's own intake statement (schema v3: the
+  narrow table plain adds write, the id checked against ``jobs``), one autocommit
+  insert per job / 1,000 per transaction, with no bunq code: the floor of bunq's adds;
 - ``litequeue_w1`` / ``litequeue_w2``: ``LiteQueue.put`` one by one / 1,000 per
   explicit transaction (as ``bench/peers_side.py`` runs them), in the peers' venv.
 """
@@ -47,7 +47,7 @@ PAYLOAD = {
     "pad": "x" * 40,
 }  # fmt: skip  (bench/workloads.py's)
 CASES = ("bunq_w1", "raw_w1", "raw_w1_no_counters", "raw_w1_autocommit", "raw_w1_intake",
-         "litequeue_w1", "bunq_w2", "raw_w2",
+         "litequeue_w1", "bunq_w2", "raw_w2", "raw_w2_intake",
          "litequeue_w2")  # fmt: skip
 
 
@@ -113,23 +113,17 @@ def run_raw(case: str, n: int, d: str) -> None:
                 "parent_id": None, "pending_deps": 0, "opts": opts, "remove_on_complete": 0,
                 "remove_on_fail": 0}  # fmt: skip
 
-    if case == "raw_w1_intake":  # what an add must write now, at least: no claim index, no count
-        conn.execute(
-            "CREATE TABLE intake (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
-            " queue TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,"
-            " opts BLOB NOT NULL, created_at INTEGER NOT NULL, run_at INTEGER NOT NULL)"
-        )
-        ins = ("INSERT INTO intake (id, queue, name, data, opts, created_at, run_at)"
-               " VALUES (?, ?, ?, ?, ?, ?, ?)")  # fmt: skip
-        for _ in range(n):
-            now = int(time.time() * 1000)
-            cur.execute(ins, (new_job_id(), "raw", "job", data, opts, now, now))
+    if case.endswith("_intake"):  # bunq's intake (what a plain add writes), no bunq code
+        sql = backend._sql["intake_put"]
+    if case == "raw_w1_intake":
+        for i in range(n):
+            cur.execute(sql, row(i))
         return
     if case == "raw_w1_autocommit":  # one statement, its own transaction (as litequeue's put)
         for i in range(n):
             cur.execute(sql, row(i))
         return
-    if case == "raw_w2":
+    if case in ("raw_w2", "raw_w2_intake"):
         for b in range(n // 1000):
             cur.execute("BEGIN IMMEDIATE")
             cur.executemany(sql, [row(b * 1000 + i) for i in range(1000)])
@@ -171,7 +165,7 @@ def main() -> None:
     ratios = {}
     for case, lq in (("bunq_w1", lq1), ("raw_w1", lq1), ("raw_w1_no_counters", lq1),
                      ("raw_w1_autocommit", lq1), ("raw_w1_intake", lq1),
-                     ("bunq_w2", lq2), ("raw_w2", lq2)):  # fmt: skip
+                     ("bunq_w2", lq2), ("raw_w2", lq2), ("raw_w2_intake", lq2)):  # fmt: skip
         if lq and case in out:
             ratios[f"{case} vs litequeue (litequeue's instructions / these)"] = round(
                 lq / out[case], 2

@@ -44,7 +44,7 @@ from .queries import SQLITE, SQLITE_SCHEMA_VERSION, ddl_names, render_all
 from .store import SqlBackend, is_plain
 
 SYNC_MODES = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
-ABSORB_CHUNK = 5_000  # intake rows moved per transaction when a backlog is caught up
+ABSORB_CHUNK = 2_000  # intake rows moved per transaction when a backlog is caught up
 INTAKE_BOUND = 100_000  # intake rows a producer alone lets pile up before it moves some
 PROBE_EVERY = 1_024  # rows a producer adds between two probes of the backlog
 _ALL = {"below": 1 << 62}  # every intake row (rids count up from 1)
