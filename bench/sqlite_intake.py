@@ -27,14 +27,9 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bunq import Queue, connect  # noqa: E402
+from workloads import PAYLOAD  # noqa: E402  (bench/ is the script's own folder)
 
-PAYLOAD = {
-    "user": 12345,
-    "email": "someone@example.com",
-    "template": "welcome-v2",
-    "pad": "x" * 40,
-}  # fmt: skip  (bench/workloads.py's)
+from bunq import Queue, connect  # noqa: E402
 
 
 def timed(fn: Any) -> float:

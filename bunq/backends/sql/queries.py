@@ -49,6 +49,8 @@ INSERT_COLS = (
     "max_attempts", "expire_at", "grp", "parent_id", "pending_deps", "opts",
     "remove_on_complete", "remove_on_fail",
 )  # fmt: skip
+_INSERTED = ", ".join(INSERT_COLS)  # the list of those columns, and of their parameters:
+_INSERT_PARAMS = ", ".join(":" + c for c in INSERT_COLS)
 
 DDL = (
     """CREATE TABLE IF NOT EXISTS {meta} (
@@ -165,21 +167,15 @@ SQLITE_ONLY = {
     # The add's row, unless {jobs} holds its id (then no row: the caller counts the
     # rows and answers DuplicateJob); an id twice in the intake fails its UNIQUE.
     "intake_put": (
-        "INSERT INTO {intake} ("
-        + ", ".join(INSERT_COLS)
-        + ") SELECT "
-        + ", ".join(":" + c for c in INSERT_COLS)
-        + " WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = :id)"
+        f"INSERT INTO {{intake}} ({_INSERTED}) SELECT {_INSERT_PARAMS}"
+        " WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = :id)"
     ),
     # The intake's oldest and newest row (two rowid probes): what a move must take.
     "intake_span": "SELECT (SELECT MIN(rid) FROM {intake}), (SELECT MAX(rid) FROM {intake})",
     # Rows below :below into {jobs}, in admission order, then out of the intake.
     "intake_move": (
-        "INSERT INTO {jobs} ("
-        + ", ".join(INSERT_COLS)
-        + ") SELECT "
-        + ", ".join(INSERT_COLS)
-        + " FROM {intake} WHERE rid < :below ORDER BY rid"
+        f"INSERT INTO {{jobs}} ({_INSERTED}) SELECT {_INSERTED}"
+        " FROM {intake} WHERE rid < :below ORDER BY rid"
     ),
     "intake_drop": "DELETE FROM {intake} WHERE rid < :below",
 }
@@ -264,13 +260,7 @@ BACKFILL = (
 
 Q = {
     # ---- admission
-    "insert_job": (
-        "INSERT INTO {jobs} ("
-        + ", ".join(INSERT_COLS)
-        + ") VALUES ("
-        + ", ".join(":" + c for c in INSERT_COLS)
-        + ")"
-    ),
+    "insert_job": f"INSERT INTO {{jobs}} ({_INSERTED}) VALUES ({_INSERT_PARAMS})",
     # {row_lock}: PostgreSQL locks a dependency's row while a dependent is admitted, so
     # its completion (which releases dependents) waits for the admission to commit.
     "job_state": "SELECT state FROM {jobs} WHERE id = :id {row_lock}",
@@ -598,7 +588,7 @@ Q = {
 # bulk add, and the database clock.
 PG_ONLY = {
     "key_lock": "SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))",
-    "copy_jobs": "COPY {jobs} (" + ", ".join(INSERT_COLS) + ") FROM STDIN",
+    "copy_jobs": f"COPY {{jobs}} ({_INSERTED}) FROM STDIN",
     # Plain admissions in one autocommit statement that also wakes the queues' workers
     # (the NOTIFY rides on the same commit). It fails whole on an id that exists; the
     # caller then tells a replay of its own commit (every row there with the same
@@ -609,7 +599,7 @@ PG_ONLY = {
     # claiming) before these rows are visible. Failed (a listener, or another
     # producer holding it): NOTIFY as ever.
     "insert_jobs_idem": (
-        "WITH ins AS (INSERT INTO {jobs} (" + ", ".join(INSERT_COLS) + ") VALUES {values}"
+        f"WITH ins AS (INSERT INTO {{jobs}} ({_INSERTED}) VALUES {{values}}"
         " RETURNING queue)"
         " SELECT pg_notify(:channel, q) FROM (SELECT DISTINCT queue AS q FROM ins) AS x"
         " WHERE NOT pg_try_advisory_xact_lock(:bell_a::int, :bell_b::int)"
