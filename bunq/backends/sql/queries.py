@@ -136,11 +136,11 @@ DDL = (
 )
 
 # SQLite v3: the intake. A plain add (no custom id, unique key, dependency or group
-# bound: nothing to look up) writes its row here, one B-tree with no index besides the
-# id's: two B-trees, not the four of {jobs} (the row, the id key, the claim index, the
-# counter row), so half the pages per commit. Every other transaction first moves the intake
-# into {jobs} ("absorbs" it, sqlite.py), so nothing but the add ever reads the intake;
-# until then the row is as durable as any (the same file, the same commit).
+# bound: nothing to look up) writes its row here: two B-trees (the row and its id), not
+# the four of {jobs} (the row, the id key, the claim index, the counter row), so half
+# the pages per commit. Every other transaction first moves the intake into {jobs}
+# ("absorbs" it, sqlite.py), so nothing but the add ever reads the intake; until then
+# the row is as durable as any (the same file, the same commit).
 INTAKE_DDL = (
     """CREATE TABLE IF NOT EXISTS {intake} (
         rid INTEGER PRIMARY KEY,
