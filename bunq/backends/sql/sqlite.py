@@ -277,7 +277,6 @@ class SQLiteBackend(SqlBackend):
         self._intake_writes: GroupCommit[Any] = GroupCommit(
             self._begin_intake, lambda tx, s: tx.raw(s)
         )
-        self._intake = self._admission
         self._unprobed = 0  # intake rows added here since the backlog's last probe
         self._init_schema()
         self._events._ensure()

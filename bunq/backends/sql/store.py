@@ -84,9 +84,6 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
         self._tx_events: Callable[[Tx, Iterable[str], Callable[[], list[JobEvent]]], None] \
             | None = None  # fmt: skip
         self.own_events: frozenset[EventKind] = frozenset()
-        # The group commit that admits these jobs, when it is not ``_writes`` (SQLite:
-        # plain adds go to the intake, sqlite.py); None: every add is ``_writes``'.
-        self._intake: Callable[[Sequence[NewJob]], GroupCommit[Tx]] | None = None
 
     # -- per-job operations (.jobops: one keyed statement each) ---------------------------
     remove_job = jobops.remove_job
@@ -116,11 +113,15 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
         check_new_jobs(jobs)
         with paused_gc() if len(jobs) >= BULK else nullcontext():
             prepared = [self._prepare(j) for j in jobs]
-            writes = self._writes if self._intake is None else self._intake(jobs)
+            writes = self._admission(jobs)
             out: list[Job] = writes.run(lambda tx: self._admit_logged(tx, prepared))
         for q in {j.queue for j in jobs}:
             self._ring(q)
         return out
+
+    def _admission(self, jobs: Sequence[NewJob]) -> GroupCommit[Tx]:
+        """The group commit that admits ``jobs`` (SQLite sends plain adds to its intake)."""
+        return self._writes
 
     def _admit_logged(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
         now = self.clock()
