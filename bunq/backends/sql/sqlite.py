@@ -342,7 +342,7 @@ class SQLiteBackend(SqlBackend):
     def _read(self) -> Any:
         cur = self._conn().cursor()
         with translate_errors(self.path):
-            pending = cur.execute(self._sql["intake_span"]).fetchall()[0][0] is not None
+            pending = self._span(cur) is not None
         if pending:  # move it in a write transaction first; the read itself stays deferred
             with self._begin():
                 pass
