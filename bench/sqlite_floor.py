@@ -20,6 +20,8 @@ not in it. Cases:
 - ``raw_w1_intake`` / ``raw_w2_intake``: bunq's own intake statement (schema v3: the
   narrow table plain adds write, the id checked against ``jobs``), one autocommit
   insert per job / 1,000 per transaction, with no bunq code: the floor of bunq's adds;
+- ``raw_w2_pack``: bunq's pack of 1,000 (schema v4: a bulk's rows as one msgpack row,
+  its range checked first), one per transaction, with no bunq code: the floor of its bulks;
 - ``litequeue_w1`` / ``litequeue_w2``: ``LiteQueue.put`` one by one / 1,000 per
   explicit transaction (as ``bench/peers_side.py`` runs them), in the peers' venv.
 """
@@ -47,7 +49,7 @@ PAYLOAD = {
     "pad": "x" * 40,
 }  # fmt: skip  (bench/workloads.py's)
 CASES = ("bunq_w1", "raw_w1", "raw_w1_no_counters", "raw_w1_autocommit", "raw_w1_intake",
-         "litequeue_w1", "bunq_w2", "raw_w2", "raw_w2_intake",
+         "litequeue_w1", "bunq_w2", "raw_w2", "raw_w2_intake", "raw_w2_pack",
          "litequeue_w2")  # fmt: skip
 
 
@@ -114,7 +116,11 @@ def run_raw(case: str, n: int, d: str) -> None:
                 "remove_on_fail": 0}  # fmt: skip
 
     if case.endswith("_intake"):  # bunq's intake (what a plain add writes), no bunq code
-        sql = backend._sql["intake_put"]
+        sql, named = backend._sql["intake_put"], row
+        row = lambda i: tuple(named(i).values())  # noqa: E731  (positional, INSERT_COLS order)
+    if case == "raw_w2_pack":
+        run_packs(backend, row, n)
+        return
     if case == "raw_w1_intake":
         for i in range(n):
             cur.execute(sql, row(i))
@@ -132,6 +138,21 @@ def run_raw(case: str, n: int, d: str) -> None:
     for i in range(n):
         cur.execute("BEGIN IMMEDIATE")
         cur.execute(sql, row(i))
+        cur.execute("COMMIT")
+
+
+def run_packs(backend: Any, row: Any, n: int) -> None:
+    """bunq's pack of a bulk (schema v4), no bunq code: 1,000 rows as one msgpack row."""
+    import msgpack
+
+    cur = backend._conn().cursor()
+    for b in range(n // 1000):
+        rows = [tuple(row(b * 1000 + i).values()) for i in range(1000)]
+        blob = msgpack.packb(rows, use_bin_type=True)
+        cur.execute("BEGIN IMMEDIATE")
+        span = {"lo": rows[0][0], "hi": rows[-1][0]}
+        cur.execute(backend._sql["pack_clash"], span).fetchall()
+        cur.execute(backend._sql["pack_put"], {**span, "n": 1000, "rows": blob})
         cur.execute("COMMIT")
 
 
@@ -165,7 +186,8 @@ def main() -> None:
     ratios = {}
     for case, lq in (("bunq_w1", lq1), ("raw_w1", lq1), ("raw_w1_no_counters", lq1),
                      ("raw_w1_autocommit", lq1), ("raw_w1_intake", lq1),
-                     ("bunq_w2", lq2), ("raw_w2", lq2), ("raw_w2_intake", lq2)):  # fmt: skip
+                     ("bunq_w2", lq2), ("raw_w2", lq2), ("raw_w2_intake", lq2),
+                     ("raw_w2_pack", lq2)):  # fmt: skip
         if lq and case in out:
             ratios[f"{case} vs litequeue (litequeue's instructions / these)"] = round(
                 lq / out[case], 2

@@ -48,7 +48,7 @@ from .pgconn import (
     translate_errors,
 )
 from .queries import COUNT_FN_REV, INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
-from .store import SqlBackend, is_plain
+from .store import SqlBackend, all_plain
 
 T = TypeVar("T")
 
@@ -345,10 +345,10 @@ class PostgresBackend(SqlBackend):
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
         check_new_jobs(jobs)  # bunq.validate's bounds fit PostgreSQL's columns (no NUL, int4)
-        if not jobs or not all(is_plain(j) for j in jobs):
+        if not jobs or not all_plain(jobs):
             return SqlBackend.add(self, jobs)
         with paused_gc() if len(jobs) >= BULK else contextlib.nullcontext():
-            prepared = [self._prepare(j) for j in jobs]
+            prepared = self._prepare(jobs)
             return self._run_unit(lambda: self._plain.run(lambda tx: self._admit(tx, prepared)),
                                   idempotent=True)  # fmt: skip
 

@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass
 
 SCHEMA_VERSION = 2  # v2: per-queue counters, the queue registry, sweep and group indexes
-# SQLite's own version: v3 adds the intake table (INTAKE_DDL). A bunq of v2 refuses a v3
-# file, which it must: it would not see the jobs still in the intake.
-SQLITE_SCHEMA_VERSION = 3
+# SQLite's own version: v3 adds the intake table, v4 its packs (INTAKE_DDL). An older bunq
+# refuses a newer file, which it must: it would not see the jobs still in the intake.
+SQLITE_SCHEMA_VERSION = 4
 # Revision of the PostgreSQL trigger function (meta key 'count_fn'). A newer one keeps
 # the same tables and counts, so it is no new schema version (bunq of the same schema
 # keeps opening it): migrate re-creates the triggers when the stored revision is older.
@@ -51,6 +51,7 @@ INSERT_COLS = (
 )  # fmt: skip
 _INSERTED = ", ".join(INSERT_COLS)  # the list of those columns, and of their parameters:
 _INSERT_PARAMS = ", ".join(":" + c for c in INSERT_COLS)
+_NUMBERED = ", ".join(f"?{i}" for i in range(1, len(INSERT_COLS) + 1))  # (SQLite) positional
 
 DDL = (
     """CREATE TABLE IF NOT EXISTS {meta} (
@@ -162,22 +163,60 @@ INTAKE_DDL = (
         opts {blob},
         remove_on_complete INTEGER NOT NULL,
         remove_on_fail INTEGER NOT NULL)""",
+    # v4: a bulk of plain jobs whose ids rise strictly is one row here, its jobs' rows
+    # (INSERT_COLS, in order) packed as msgpack: one B-tree entry for the whole bulk.
+    # Its ids are not indexed one by one: every id lies in [lo, hi], and no two packs'
+    # ranges overlap, nor a pack's range any id of {jobs} or of the intake's rows, when
+    # the pack goes in ("pack_clash"); an intake row's id checks the packs the same way.
+    """CREATE TABLE IF NOT EXISTS {intake_packs} (
+        rid INTEGER PRIMARY KEY,
+        lo TEXT NOT NULL,
+        hi TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        rows BLOB NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS {p}intake_packs_lo ON {intake_packs} (lo)",
+)
+# The pack whose range may hold :id (the one that starts last at or before it: ranges
+# are disjoint, so no other can), as a condition that is true when none does.
+_NO_PACK_HOLDS = (
+    "COALESCE((SELECT hi FROM {intake_packs} WHERE lo <= :{at} ORDER BY lo DESC LIMIT 1)"
+    " < :{lo}, 1)"
 )
 SQLITE_ONLY = {
     # The add's row, unless {jobs} holds its id (then no row: the caller counts the
     # rows and answers DuplicateJob); an id twice in the intake fails its UNIQUE.
+    # Nor when a pack's range holds it (the caller settles that against {jobs}).
+    # (Positional: the row's values in INSERT_COLS order, the id first.)
     "intake_put": (
-        f"INSERT INTO {{intake}} ({_INSERTED}) SELECT {_INSERT_PARAMS}"
-        " WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = :id)"
+        f"INSERT INTO {{intake}} ({_INSERTED}) SELECT {_NUMBERED}"
+        " WHERE NOT EXISTS (SELECT 1 FROM {jobs} WHERE id = ?1)"
+        " AND " + _NO_PACK_HOLDS.replace(":{at}", "?1").replace(":{lo}", "?1")
     ),
-    # The intake's oldest and newest row (two rowid probes): what a move must take.
-    "intake_span": "SELECT (SELECT MIN(rid) FROM {intake}), (SELECT MAX(rid) FROM {intake})",
+    # The intake's oldest and newest row, and its oldest pack (three rowid probes).
+    "intake_span": "SELECT (SELECT MIN(rid) FROM {intake}), (SELECT MAX(rid) FROM {intake}),"
+    " (SELECT MIN(rid) FROM {intake_packs})",
     # Rows below :below into {jobs}, in admission order, then out of the intake.
     "intake_move": (
         f"INSERT INTO {{jobs}} ({_INSERTED}) SELECT {_INSERTED}"
         " FROM {intake} WHERE rid < :below ORDER BY rid"
     ),
     "intake_drop": "DELETE FROM {intake} WHERE rid < :below",
+    # A refused row of this transaction's own, taken back (sqlite.py, _IntakeTx.many).
+    "intake_unput": "DELETE FROM {intake} WHERE id = :id",
+    # 1 when an id in [:lo, :hi] may exist already: in {jobs}, in the intake or in a pack.
+    "pack_clash": (
+        "SELECT EXISTS (SELECT 1 FROM {jobs} WHERE id BETWEEN :lo AND :hi)"
+        " OR EXISTS (SELECT 1 FROM {intake} WHERE id BETWEEN :lo AND :hi)"
+        " OR NOT " + _NO_PACK_HOLDS.replace(":{at}", ":hi").replace(":{lo}", ":lo")
+    ),
+    "pack_put": "INSERT INTO {intake_packs} (lo, hi, n, rows) VALUES (:lo, :hi, :n, :rows)",
+    # The oldest packs, for a move; then out of the intake up to the last one moved.
+    "packs_oldest": "SELECT rid, rows FROM {intake_packs} ORDER BY rid LIMIT :most",
+    "packs_drop": "DELETE FROM {intake_packs} WHERE rid <= :upto",
+    # Jobs the packs hold, for the producer's bound (a short table: packs, not jobs).
+    "packs_jobs": "SELECT COALESCE(SUM(n), 0) FROM {intake_packs}",
+    # One packed row into {jobs} (positional: the row as the pack holds it).
+    "pack_row": f"INSERT INTO {{jobs}} ({_INSERTED}) VALUES ({_NUMBERED})",
 }
 
 # The counters and the registry follow every change of {jobs}, whichever statement
@@ -783,6 +822,7 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
         "grp_rate",
         "count_fn",
         "intake",
+        "intake_packs",
     )
     tables = {t: f"{qual}{prefix}{t}" for t in names}
     tables["p"] = prefix

@@ -21,6 +21,7 @@ alone keeps the intake near ``INTAKE_BOUND`` rows by moving the oldest itself.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ from urllib.parse import parse_qs, urlparse
 
 import apsw
 
+from ...codec import packb, unpackb
 from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
 from ...filekind import SQL_FILE, claim
 from ...job import Job, NewJob, check_new_jobs
@@ -40,14 +42,19 @@ from ..urls import redact
 from .doorbell import Doorbell
 from .events import TX_EVENTS, SqlEventLog
 from .groupcommit import GroupCommit
-from .queries import SQLITE, SQLITE_SCHEMA_VERSION, ddl_names, render_all
-from .store import SqlBackend, is_plain
+from .queries import INSERT_COLS, SQLITE, SQLITE_SCHEMA_VERSION, ddl_names, render_all
+from .store import SqlBackend, all_plain, is_plain
 
 SYNC_MODES = {"normal": "NORMAL", "full": "FULL", "off": "OFF"}
 ABSORB_CHUNK = 2_000  # intake rows moved per transaction when a backlog is caught up
 INTAKE_BOUND = 100_000  # intake rows a producer alone lets pile up before it moves some
 PROBE_EVERY = 1_024  # rows a producer adds between two probes of the backlog
+PACK_MIN = 64  # plain jobs a bulk needs to be packed (fewer: rows of the intake)
+PACK_JOBS = 1_000  # jobs per pack at most
+PACK_BYTES = 1 << 20  # a pack past this size is halved (unless it holds one job)
+PACKS_PER_MOVE = 2  # packs moved per transaction when a backlog is caught up
 _ALL = {"below": 1 << 62}  # every intake row (rids count up from 1)
+values = operator.itemgetter(*INSERT_COLS)  # a row's values, as the positional statements take
 
 
 class _ApswTx:
@@ -103,14 +110,77 @@ class _IntakeTx(_ApswTx):
         assert _stmt == "insert_job", _stmt  # a plain add runs no other statement
         conn = self.cur.connection
         before = conn.total_changes()
-        super().many("intake_put", rows)
-        if conn.total_changes() - before != len(rows):  # an id that ``jobs`` holds
-            one = rows[0]["id"] if len(rows) == 1 else None
-            raise DuplicateJob("a job with that id already exists", job_id=one)
         try:
-            self.added(self.cur, len(rows))
+            self.cur.executemany(self.stmts["intake_put"], [values(r) for r in rows])
         except apsw.Error as exc:
             raise _translated(exc, self.path) from exc
+        if conn.total_changes() - before != len(rows):
+            self._settle(rows)
+        self._added(len(rows))
+
+    def _settle(self, rows: list[dict[str, Any]]) -> None:
+        """Some row was refused: ``jobs`` holds its id, or a pack's range holds it. Take
+        this call's rows back, move the whole intake (packs too) into ``jobs`` and admit
+        the rows there, where an id that exists is a DuplicateJob."""
+        cur = self.cur
+        try:
+            cur.executemany(self.stmts["intake_unput"], [{"id": r["id"]} for r in rows])
+            _move_all(cur, self.stmts)
+            cur.executemany(self.stmts["insert_job"], rows)
+        except apsw.ConstraintError as exc:
+            one = rows[0]["id"] if len(rows) == 1 else None
+            raise DuplicateJob(f"a job with that id already exists ({exc})", job_id=one) from exc
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
+
+    def pack(self, values: list[tuple[Any, ...]]) -> bool:
+        """Write ``values`` (rows in INSERT_COLS order, ids rising strictly) as packs of
+        at most PACK_JOBS jobs and about PACK_BYTES; False, writing nothing, when an id
+        in their range may exist already (then the caller writes rows instead)."""
+        cur = self.cur
+        try:
+            span = {"lo": values[0][0], "hi": values[-1][0]}
+            if cur.execute(self.stmts["pack_clash"], span).fetchall()[0][0]:
+                return False
+            todo = [values[i : i + PACK_JOBS] for i in range(0, len(values), PACK_JOBS)][::-1]
+            while todo:
+                part = todo.pop()
+                blob = packb(part, use_bin_type=True)
+                if len(blob) > PACK_BYTES and len(part) > 1:  # halves, the first written first
+                    half = len(part) // 2
+                    todo += (part[half:], part[:half])
+                    continue
+                cur.execute(self.stmts["pack_put"], {"lo": part[0][0], "hi": part[-1][0],
+                                                     "n": len(part), "rows": blob})  # fmt: skip
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
+        self._added(len(values))
+        return True
+
+    def _added(self, n: int) -> None:
+        try:
+            self.added(self.cur, n)
+        except apsw.Error as exc:
+            raise _translated(exc, self.path) from exc
+
+
+def _move_all(cur: apsw.Cursor, sql: dict[str, str]) -> None:
+    """Move the whole intake, rows and packs, into ``jobs``, in the open transaction."""
+    cur.execute(sql["intake_move"], _ALL)
+    cur.execute(sql["intake_drop"], _ALL)
+    while _move_packs(cur, sql, PACKS_PER_MOVE) == PACKS_PER_MOVE:
+        pass
+
+
+def _move_packs(cur: apsw.Cursor, sql: dict[str, str], most: int) -> int:
+    """Move the oldest ``most`` packs into ``jobs``, in the open transaction; how many."""
+    packs = cur.execute(sql["packs_oldest"], {"most": most}).fetchall()
+    row = sql["pack_row"]
+    for _, blob in packs:
+        cur.executemany(row, unpackb(blob, use_list=False))
+    if packs:
+        cur.execute(sql["packs_drop"], {"upto": packs[-1][0]})
+    return len(packs)
 
 
 def _translated(exc: apsw.Error, path: str) -> BunqError:
@@ -342,7 +412,7 @@ class SQLiteBackend(SqlBackend):
     def _read(self) -> Any:
         cur = self._conn().cursor()
         with translate_errors(self.path):
-            pending = self._span(cur) is not None
+            pending = self._span(cur) != (None, None, None)
         if pending:  # move it in a write transaction first; the read itself stays deferred
             with self._begin():
                 pass
@@ -360,10 +430,10 @@ class SQLiteBackend(SqlBackend):
             check_new_jobs(jobs)  # (else: _backlog's probe is due, in a transaction)
             job = jobs[0]
             if is_plain(job) and self._events.unheard(job.queue):
-                return self._add_alone(job)
+                return self._add_alone(jobs)
         return SqlBackend.add(self, jobs)
 
-    def _add_alone(self, job: NewJob) -> list[Job]:
+    def _add_alone(self, jobs: list[NewJob]) -> list[Job]:
         """One autocommit insert into the intake: no BEGIN or COMMIT statement, no batch.
 
         A lone producer's add, the common one. Taken only while nobody read the queue's
@@ -371,16 +441,16 @@ class SQLiteBackend(SqlBackend):
         moved by the time the row is in, a reader may have registered first, so the
         ``added`` event is written after all (in a transaction of its own)."""
         now = self.clock()
-        _, data, opts_blob = self._prepare(job)
-        row, admitted = self._row(job, data, opts_blob, now, 0)
+        ((job, data, opts_blob),) = self._prepare(jobs)
+        row, admitted = self._values(job, data, opts_blob, now, 0, self._next_seq(now))
         conn = self._conn()
         before = conn.total_changes()
         try:
             conn.execute(self._sql["intake_put"], row)
         except apsw.Error as exc:
             raise _translated(exc, self.path) from exc
-        if conn.total_changes() == before:  # ``jobs`` holds the id
-            raise DuplicateJob("a job with that id already exists", job_id=job.id)
+        if conn.total_changes() == before:  # ``jobs`` or a pack's range holds the id:
+            return SqlBackend.add(self, jobs)  # settled in a transaction (_IntakeTx)
         self._unprobed += 1
         if not self._events.unheard(job.queue) and self._tx_events is not None:
             with self._begin() as tx:
@@ -390,7 +460,7 @@ class SQLiteBackend(SqlBackend):
 
     def _admission(self, jobs: Sequence[NewJob]) -> GroupCommit[Any]:
         """Plain adds go to the intake (their own group commit); the rest to ``jobs``."""
-        return self._intake_writes if all(is_plain(j) for j in jobs) else self._writes
+        return self._intake_writes if all_plain(jobs) else self._writes
 
     def _begin_intake(self) -> _Transaction:
         def kind(cur: apsw.Cursor, sql: dict[str, str], path: str) -> _IntakeTx:
@@ -402,40 +472,69 @@ class SQLiteBackend(SqlBackend):
     def _absorb(self, cur: apsw.Cursor) -> None:
         """Move the whole intake into ``jobs`` (in the write transaction ``cur`` opened).
 
-        A backlog of more than ABSORB_CHUNK rows is committed chunk by chunk first, each
-        chunk its own transaction (no caller's work has run yet), so other writers get
-        the lock between them; the last step moves whatever the lock now guards."""
+        A backlog of more than ABSORB_CHUNK rows (PACKS_PER_MOVE packs) is committed
+        chunk by chunk first, each chunk its own transaction (no caller's work has run
+        yet), so other writers get the lock between them; the last step moves whatever
+        the lock now guards."""
         sql = self._sql
-        span = self._span(cur)
-        if span is None:
-            return
-        lo, hi = span
-        while hi - lo >= ABSORB_CHUNK:
-            lo += ABSORB_CHUNK
-            cur.execute(sql["intake_move"], {"below": lo})
-            cur.execute(sql["intake_drop"], {"below": lo})
-            cur.execute("COMMIT")
-            cur.execute("BEGIN IMMEDIATE")
-        cur.execute(sql["intake_move"], _ALL)
-        cur.execute(sql["intake_drop"], _ALL)
+        lo, hi, packs = self._span(cur)
+        if lo is not None and hi is not None:
+            while hi - lo >= ABSORB_CHUNK:
+                lo += ABSORB_CHUNK
+                cur.execute(sql["intake_move"], {"below": lo})
+                cur.execute(sql["intake_drop"], {"below": lo})
+                cur.execute("COMMIT")
+                cur.execute("BEGIN IMMEDIATE")
+            cur.execute(sql["intake_move"], _ALL)
+            cur.execute(sql["intake_drop"], _ALL)
+        if packs is not None:
+            while _move_packs(cur, sql, PACKS_PER_MOVE) == PACKS_PER_MOVE:
+                cur.execute("COMMIT")
+                cur.execute("BEGIN IMMEDIATE")
 
-    def _span(self, cur: apsw.Cursor) -> tuple[int, int] | None:
-        """The intake's oldest and newest rid, or None when it is empty."""
-        lo, hi = cur.execute(self._sql["intake_span"]).fetchall()[0]
-        return None if lo is None else (int(lo), int(hi))  # type: ignore[arg-type]
+    def _admit(self, tx: Any, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
+        """Plain jobs of a bulk whose ids rise strictly go into packs (``_IntakeTx.pack``),
+        unless an id in their range may exist; every other admission is SqlBackend's."""
+        if len(prepared) >= PACK_MIN and type(tx) is _IntakeTx:
+            ids = [p[0].id for p in prepared]
+            if all(map(str.__lt__, ids, ids[1:])):
+                now = self.clock()
+                seq = self._next_seq(now)  # and the next len - 1 numbers after it
+                self._seq = seq + len(prepared) - 1
+                out: list[Job] = []
+                values: list[tuple[Any, ...]] = []
+                row, keep, keep_job = self._values, values.append, out.append
+                for job, data, opts_blob in prepared:
+                    r, admitted = row(job, data, opts_blob, now, 0, seq)
+                    keep(r)
+                    keep_job(admitted)
+                    seq += 1
+                if tx.pack(values):
+                    return out
+        return SqlBackend._admit(self, tx, prepared)
+
+    def _span(self, cur: apsw.Cursor) -> tuple[int | None, int | None, int | None]:
+        """The intake's oldest and newest row's rid and its oldest pack's (None: none)."""
+        lo, hi, pack = cur.execute(self._sql["intake_span"]).fetchall()[0]
+        return lo, hi, pack  # type: ignore[return-value]
 
     def _backlog(self, cur: apsw.Cursor, n: int) -> None:
-        """After ``n`` rows went into the intake: with no reader absorbing, keep its
-        backlog near INTAKE_BOUND rows (probed once per PROBE_EVERY rows added here)."""
+        """After ``n`` jobs went into the intake: with no reader absorbing, keep its
+        backlog near INTAKE_BOUND rows and as many packed jobs (probed once per
+        PROBE_EVERY jobs added here)."""
         self._unprobed += n
         if self._unprobed < PROBE_EVERY:
             return
         self._unprobed = 0
-        span = self._span(cur)
-        if span is not None and span[1] - span[0] >= INTAKE_BOUND:  # the oldest, to a chunk below
-            below = {"below": span[1] + 1 - INTAKE_BOUND + ABSORB_CHUNK}
-            cur.execute(self._sql["intake_move"], below)
-            cur.execute(self._sql["intake_drop"], below)
+        sql = self._sql
+        lo, hi, packs = self._span(cur)
+        if lo is not None and hi is not None and hi - lo >= INTAKE_BOUND:
+            below = {"below": hi + 1 - INTAKE_BOUND + ABSORB_CHUNK}
+            cur.execute(sql["intake_move"], below)  # the oldest, to a chunk below
+            cur.execute(sql["intake_drop"], below)
+        if packs is not None:
+            while cur.execute(sql["packs_jobs"]).fetchall()[0][0] >= INTAKE_BOUND:  # type: ignore[operator]
+                _move_packs(cur, sql, 1)  # the oldest
 
     def _init_schema(self) -> None:
         with translate_errors(self.path):

@@ -41,6 +41,7 @@ from .core import Tx, iter_chunks, unit_of_work
 from .groupcommit import GroupCommit
 from .groups import SqlGroups
 from .pages import SqlPages
+from .queries import INSERT_COLS
 from .rows import COL, job_from_row
 from .sweep import SqlSweep
 
@@ -53,6 +54,17 @@ def is_plain(job: NewJob) -> bool:
     o = job.opts
     return (o.job_id is None and o.unique_key is None and not o.depends_on
             and o.group_max_size is None)  # fmt: skip
+
+
+def all_plain(jobs: Sequence[NewJob]) -> bool:
+    """Every job :func:`is_plain` (judged once per options object: a bulk shares one)."""
+    seen = None
+    for job in jobs:
+        if job.opts is not seen:
+            if not is_plain(job):
+                return False
+            seen = job.opts
+    return True
 
 
 class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
@@ -112,7 +124,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
             return []
         check_new_jobs(jobs)
         with paused_gc() if len(jobs) >= BULK else nullcontext():
-            prepared = [self._prepare(j) for j in jobs]
+            prepared = self._prepare(jobs)
             writes = self._admission(jobs)
             out: list[Job] = writes.run(lambda tx: self._admit_logged(tx, prepared))
         for q in {j.queue for j in jobs}:
@@ -130,8 +142,10 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
             self._tx_events(tx, {j.queue for j in out}, lambda: added_events(out, now))
         return out
 
-    def _prepare(self, job: NewJob) -> tuple[NewJob, bytes, bytes]:
-        return job, pack(job.data, "data", self.max_payload), options_blob(job.opts)
+    def _prepare(self, jobs: Sequence[NewJob]) -> list[tuple[NewJob, bytes, bytes]]:
+        """Each job beside its encoded data and options (ValidationError: data too big)."""
+        most = self.max_payload
+        return [(j, pack(j.data, "data", most), options_blob(j.opts)) for j in jobs]
 
     def _admit(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
         now = self.clock()
@@ -168,23 +182,27 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
 
     def _row(self, job: NewJob, data: bytes, opts_blob: bytes, now: int,
              pending: int) -> tuple[dict[str, Any], Job]:  # fmt: skip
-        """A job's row (``INSERT_COLS``) admitted at ``now``, and the Job the add answers."""
+        """A job's row (``INSERT_COLS``: value) admitted at ``now``, and the Job the add
+        answers."""
+        values, admitted = self._values(job, data, opts_blob, now, pending, self._next_seq(now))
+        return dict(zip(INSERT_COLS, values, strict=True)), admitted
+
+    def _values(self, job: NewJob, data: bytes, opts_blob: bytes, now: int, pending: int,
+                seq: int) -> tuple[tuple[Any, ...], Job]:  # fmt: skip
+        """A job's row as its values in ``INSERT_COLS`` order (admission number ``seq``,
+        from :meth:`_next_seq`), and the Job the add answers."""
         o = job.opts
         run_at = now + o.delay
-        seq = self._next_seq(now)
-        row = {
-            "id": job.id, "queue": job.queue, "name": job.name, "data": data,
-            "state": "waiting-children" if pending else "waiting", "priority": o.priority,
-            "seq": -seq if o.lifo else seq, "ord_at": -run_at if o.lifo else run_at,
-            "run_at": run_at, "created_at": now, "max_attempts": o.attempts,
-            "expire_at": None if o.ttl is None else now + o.ttl, "grp": o.group,
-            "parent_id": o.parent_id, "pending_deps": pending, "opts": opts_blob,
-            "remove_on_complete": int(o.remove_on_complete),
-            "remove_on_fail": int(o.remove_on_fail),
-        }  # fmt: skip
+        values = (
+            job.id, job.queue, job.name, data,
+            "waiting-children" if pending else "waiting", o.priority,
+            -seq if o.lifo else seq, -run_at if o.lifo else run_at, run_at, now, o.attempts,
+            None if o.ttl is None else now + o.ttl, o.group, o.parent_id, pending, opts_blob,
+            int(o.remove_on_complete), int(o.remove_on_fail),
+        )  # fmt: skip
         st = (JobState.WAITING_CHILDREN if pending
               else (JobState.DELAYED if o.delay else JobState.WAITING))  # fmt: skip
-        return row, admitted_job(job.id, job.queue, job.name, job.data, st, o, now, run_at)
+        return values, admitted_job(job.id, job.queue, job.name, job.data, st, o, now, run_at)
 
     def _check_group_size(self, tx: Tx, queue: str, group: Any, most: int) -> None:
         """GroupFull when ``group`` holds ``most`` waiting or delayed jobs: an index range

@@ -189,23 +189,29 @@ def test_a_v1_database_upgrades_in_place(make_backend: Callable[..., Any], tmp_p
         be.close()
 
 
-def test_a_v2_sqlite_file_gains_the_intake_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_older_sqlite_file_gains_the_intake_and_a_newer_one_is_refused(
+        tmp_path: Path, version: int) -> None:  # fmt: skip
     from bunq.backends.sql.sqlite import SQLiteBackend
     from bunq.errors import ConfigError
 
-    path = str(tmp_path / "v2.db")
+    path = str(tmp_path / f"v{version}.db")
     be = SQLiteBackend(path)
     _populate(be)
     expected = {q: truth(be, q) for q in ("q", "r")}
-    with be._begin() as tx:  # v2: the same, without the intake (empty after the absorb)
-        tx.raw("DROP TABLE intake")
-        tx.raw("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with be._begin() as tx:  # the same, without v4's packs and (v2) v3's intake: both
+        tx.raw("DROP TABLE intake_packs")  # empty after the absorb
+        if version < 3:
+            tx.raw("DROP TABLE intake")
+        tx.raw(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
     be.close()
     be = SQLiteBackend(path)
     try:
         assert {q: counted(be, q) for q in ("q", "r")} == expected
         add(be, "q")
         expected["q"]["waiting"] += 1
+        be.add([_new("q") for _ in range(100)])  # a pack (v4)
+        expected["q"]["waiting"] += 100
         assert counted(be, "q") == expected["q"] == truth(be, "q")
         with be._begin() as tx:
             assert tx.q("meta_get", key="schema_version")[0][0] == str(SQLITE_SCHEMA_VERSION)
@@ -257,7 +263,8 @@ def _downgrade(tx: Any, qual: str) -> None:
         tx.raw(f"DROP INDEX {qual}{index}")
     tx.raw(f"DELETE FROM {qual}queues")  # v1 listed queues by scanning jobs
     if not pg:
-        tx.raw("DROP TABLE intake")  # SQLite v3 (empty: this transaction absorbed it)
+        tx.raw("DROP TABLE intake")  # SQLite v3 and v4 (empty: this transaction absorbed it)
+        tx.raw("DROP TABLE intake_packs")
     tx.raw(f"UPDATE {qual}meta SET value = '1' WHERE key = 'schema_version'")
     if pg:
         tx.q("key_lock", key="flush")  # send the pending statements

@@ -149,3 +149,98 @@ def test_a_reader_registered_during_a_lone_add_still_gets_its_event(
     got = [e.job_id for e in reader.read(1000) if e.kind is EventKind.ADDED]
     reader.close()
     assert got == [job.id]
+
+
+# -- packs (schema v4): a bulk of plain jobs whose ids rise strictly is one row ----------
+
+
+def named(prefix: str, numbers: Any) -> list[NewJob]:
+    """Plain jobs with caller-made ids ``<prefix><nnn>`` (they rise as the numbers do)."""
+    return [plain(job_id=f"{prefix}{k:03d}") for k in numbers]
+
+
+def test_a_bulk_with_rising_ids_is_one_pack_that_every_reader_sees(be: SQLiteBackend) -> None:
+    ids = [j.id for j in be.add([plain() for _ in range(200)])]
+    assert (rows(be, "intake_packs"), rows(be, "intake"), rows(be, "jobs")) == (1, 0, 0)
+    assert be.counts("q")[JobState.WAITING] == 200  # the read moved it first
+    assert (rows(be, "intake_packs"), rows(be, "jobs")) == (0, 200)
+    got = be.get_job(ids[7])
+    assert got is not None and got.data == {"n": 1} and got.state is JobState.WAITING
+    assert [le.job.id for le in be.lease("q", 300, 30_000, "w")] == ids
+
+
+def test_a_big_bulk_is_cut_by_count_and_by_size_and_keeps_its_order(
+        be: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(sqlite_mod, "PACK_JOBS", 100)
+    ids = [j.id for j in be.add([plain() for _ in range(250)])]
+    assert rows(be, "intake_packs") == 3  # 100, 100, 50
+    monkeypatch.setattr(sqlite_mod, "PACK_BYTES", 2_000)  # ~25 rows: halved until it fits
+    ids += [j.id for j in be.add([plain() for _ in range(100)])]
+    sizes = [n for (n,) in be._conn().execute("SELECT n FROM intake_packs ORDER BY rid")]
+    assert sizes[:3] == [100, 100, 50] and sum(sizes) == 350 and max(sizes[3:]) <= 25
+    assert [le.job.id for le in be.lease("q", 400, 30_000, "w")] == ids
+
+
+def test_ids_that_do_not_rise_or_may_exist_are_written_as_rows(be: SQLiteBackend) -> None:
+    be.add(named("a", range(199, -1, -1)))  # falling ids: rows
+    assert (rows(be, "intake_packs"), rows(be, "intake")) == (0, 200)
+    be.add(named("a", range(200, 300)))  # rising, above every a-row: a pack
+    assert (rows(be, "intake_packs"), rows(be, "intake")) == (1, 200)
+    be.add(named("a", range(300, 400)))  # and another (its range is clear)
+    assert rows(be, "intake_packs") == 2
+    be.add(named("b", range(0, 200, 2)))
+    be.add([plain() for _ in range(100)])
+    assert rows(be, "intake_packs") == 4
+    # the odd numbers lie inside a pack's range: their rows are refused there and
+    # settled in jobs, after the whole intake moved
+    be.add(named("b", range(1, 200, 2)))
+    assert (rows(be, "intake_packs"), rows(be, "intake"), rows(be, "jobs")) == (0, 0, 700)
+    be.add(named("c", range(100)))
+    with pytest.raises(DuplicateJob):  # a range that holds ids: rows, one a duplicate
+        be.add(named("c", [*range(100, 163), 50]))
+    # nothing of it stays; the move made to settle it rolled back with it
+    assert (rows(be, "intake_packs"), rows(be, "intake")) == (1, 0)
+    with pytest.raises(DuplicateJob):  # a range that holds jobs' ids: rows, one taken
+        be.add(named("b", range(150, 250)))
+    assert be.counts("q")[JobState.WAITING] == 800 and rows(be, "intake") == 0
+
+
+def test_an_id_inside_a_packs_range_is_settled_against_jobs(be: SQLiteBackend) -> None:
+    be.add(named("k", range(0, 200, 2)))
+    assert rows(be, "intake_packs") == 1
+    (odd,) = be.add(named("k", [101]))  # in the range, not in the pack: admitted
+    assert odd.id == "k101" and rows(be, "intake_packs") == 0  # the pack moved first
+    be.add(named("m", range(0, 100)))  # a pack again
+    with pytest.raises(DuplicateJob):  # in a pack: the lone add settles it in jobs
+        be.add(named("m", [50]))
+    with pytest.raises(DuplicateJob):  # the same through a small bulk (group commit)
+        be.add([plain(), *named("m", [60]), plain()])
+    # nothing of either stays; the moves made to settle them rolled back with them
+    assert (rows(be, "intake"), rows(be, "intake_packs")) == (0, 1)
+    assert be.counts("q")[JobState.WAITING] == 201
+
+
+def test_a_backlog_of_packs_moves_a_few_per_transaction(
+        be: SQLiteBackend, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setattr(sqlite_mod, "PACK_JOBS", 64)
+    monkeypatch.setattr(sqlite_mod, "PACKS_PER_MOVE", 2)
+    ids = [j.id for _ in range(5) for j in be.add([plain() for _ in range(64)])]
+    assert rows(be, "intake_packs") == 5
+    commits: list[int] = []
+    conn = be._conn()
+    conn.set_commit_hook(lambda: commits.append(1) or False)
+    try:
+        assert [le.job.id for le in be.lease("q", 400, 30_000, "w")] == ids
+    finally:
+        conn.set_commit_hook(None)
+    assert len(commits) == 3 and rows(be, "intake_packs") == 0  # 2 + 2, then 1 with the lease
+
+
+def test_another_connection_absorbs_the_packs_this_one_added(
+        be: SQLiteBackend) -> None:  # fmt: skip
+    other = SQLiteBackend(be.path)
+    try:
+        ids = {j.id for j in be.add([plain() for _ in range(300)])}
+        assert {le.job.id for le in other.lease("q", 500, 30_000, "w")} == ids
+    finally:
+        other.close()
