@@ -3,10 +3,10 @@
     python bench/sqlite_intake.py [--sizes 10000,100000] [--adds 20000] [--dir /tmp]
 
 absorb: for each size, a fresh file gets that many plain jobs through ``add_bulk`` (1,000
-    per call: they wait in the intake), then the first ``counts()`` moves them into
-    ``jobs`` (the absorb the adds deferred) and a second ``counts()`` finds nothing to
-    move. Reported: the adds' rate, the first read's milliseconds and microseconds per
-    row moved, the second read's milliseconds.
+    per call: they wait in the intake, as packs since schema v4), then the first
+    ``counts()`` moves them into ``jobs`` (the absorb the adds deferred) and a second
+    ``counts()`` finds nothing to move. Reported: the adds' rate, the first read's
+    milliseconds and microseconds per job moved, the second read's milliseconds.
 lone: ``--adds`` single ``Queue.add`` calls on a fresh file, with nobody reading the
     queue's events (one autocommit insert per add), then with an event reader
     registered (group commit, BEGIN/COMMIT and the ``added`` event in the transaction),
@@ -44,7 +44,9 @@ def absorb(where: str, size: int) -> dict[str, Any]:
         q = Queue("absorb", connect(f"sqlite:///{d}/a.db"))
         batch = [("job", PAYLOAD)] * 1000
         adds = timed(lambda: [q.add_bulk(batch) for _ in range(size // 1000)])
-        pending = q.backend._conn().execute("SELECT COUNT(*) FROM intake").fetchall()[0][0]
+        pending = q.backend._conn().execute(
+            "SELECT (SELECT COUNT(*) FROM intake)"
+            " + (SELECT COALESCE(SUM(n), 0) FROM intake_packs)").fetchall()[0][0]  # fmt: skip
         first = timed(q.counts)
         second = timed(q.counts)
         q.backend.close()
