@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from ...batching import BULK, paused_gc
-from ...codec import options_blob, pack, setting_from_blob
+from ...codec import options_blob, pack, pack_all, setting_from_blob
 from ...engine.builders import admitted_job
 from ...errors import DependencyError, DuplicateJob, group_full
 from ...job import (
@@ -144,8 +144,11 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
 
     def _prepare(self, jobs: Sequence[NewJob]) -> list[tuple[NewJob, bytes, bytes]]:
         """Each job beside its encoded data and options (ValidationError: data too big)."""
-        most = self.max_payload
-        return [(j, pack(j.data, "data", most), options_blob(j.opts)) for j in jobs]
+        if len(jobs) == 1:  # (a lone add: no lists to build around it)
+            j = jobs[0]
+            return [(j, pack(j.data, "data", self.max_payload), options_blob(j.opts))]
+        datas = pack_all([j.data for j in jobs], "data", self.max_payload)  # one packer
+        return [(j, d, options_blob(j.opts)) for j, d in zip(jobs, datas, strict=True)]
 
     def _admit(self, tx: Tx, prepared: list[tuple[NewJob, bytes, bytes]]) -> list[Job]:
         now = self.clock()
