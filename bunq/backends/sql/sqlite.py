@@ -499,8 +499,7 @@ class SQLiteBackend(SqlBackend):
             ids = [p[0].id for p in prepared]
             if all(map(str.__lt__, ids, ids[1:])):
                 now = self.clock()
-                seq = self._next_seq(now)  # and the next len - 1 numbers after it
-                self._seq = seq + len(prepared) - 1
+                seq = self._next_seq(now, len(prepared))
                 out: list[Job] = []
                 values: list[tuple[Any, ...]] = []
                 row, keep, keep_job = self._values, values.append, out.append

@@ -112,11 +112,13 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
     remove_dedup_key = jobops.remove_dedup_key
 
     # -- admission -------------------------------------------------------------------
-    def _next_seq(self, now: int) -> int:
-        # Time-ordered admission sequence: ms * 4096 + a per-process counter, so
-        # concurrent producers need no shared counter row (no hot spot in PG).
-        self._seq = max(self._seq + 1, now << 12)
-        return self._seq
+    def _next_seq(self, now: int, n: int = 1) -> int:
+        """The first of ``n`` admission numbers, in one step (the last is ``+ n - 1``).
+
+        Time-ordered: ms * 4096 + a per-process counter, so concurrent producers need
+        no shared counter row (no hot spot in PG)."""
+        last = self._seq = max(self._seq + n, (now << 12) + n - 1)
+        return last - n + 1
 
     @unit_of_work(idempotent=False)
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
