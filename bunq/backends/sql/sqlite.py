@@ -51,7 +51,7 @@ INTAKE_BOUND = 100_000  # intake rows a producer alone lets pile up before it mo
 PROBE_EVERY = 1_024  # rows a producer adds between two probes of the backlog
 PACK_MIN = 64  # plain jobs a bulk needs to be packed (fewer: rows of the intake)
 PACK_JOBS = 1_000  # jobs per pack at most
-PACK_BYTES = 1 << 20  # a pack past this size is halved (unless it holds one job)
+PACK_BYTES = 1 << 20  # payload and options bytes per pack at most (unless it holds one job)
 PACKS_PER_MOVE = 2  # packs moved per transaction when a backlog is caught up
 _ALL = {"below": 1 << 62}  # every intake row (rids count up from 1)
 values = operator.itemgetter(*INSERT_COLS)  # a row's values, as the positional statements take
@@ -134,24 +134,18 @@ class _IntakeTx(_ApswTx):
             raise _translated(exc, self.path) from exc
 
     def pack(self, values: list[tuple[Any, ...]]) -> bool:
-        """Write ``values`` (rows in INSERT_COLS order, ids rising strictly) as packs of
-        at most PACK_JOBS jobs and about PACK_BYTES; False, writing nothing, when an id
-        in their range may exist already (then the caller writes rows instead)."""
+        """Write ``values`` (rows in INSERT_COLS order, ids rising strictly) as packs
+        (:func:`_parts`); False, writing nothing, when an id in their range may exist
+        already (then the caller writes rows instead)."""
         cur = self.cur
         try:
             span = {"lo": values[0][0], "hi": values[-1][0]}
             if cur.execute(self.stmts["pack_clash"], span).fetchall()[0][0]:
                 return False
-            todo = [values[i : i + PACK_JOBS] for i in range(0, len(values), PACK_JOBS)][::-1]
-            while todo:
-                part = todo.pop()
-                blob = packb(part, use_bin_type=True)
-                if len(blob) > PACK_BYTES and len(part) > 1:  # halves, the first written first
-                    half = len(part) // 2
-                    todo += (part[half:], part[:half])
-                    continue
-                cur.execute(self.stmts["pack_put"], {"lo": part[0][0], "hi": part[-1][0],
-                                                     "n": len(part), "rows": blob})  # fmt: skip
+            for part in _parts(values):
+                cur.execute(self.stmts["pack_put"], {
+                    "lo": part[0][0], "hi": part[-1][0], "n": len(part),
+                    "rows": packb(part, use_bin_type=True)})  # fmt: skip
         except apsw.Error as exc:
             raise _translated(exc, self.path) from exc
         self._added(len(values))
@@ -162,6 +156,30 @@ class _IntakeTx(_ApswTx):
             self.added(self.cur, n)
         except apsw.Error as exc:
             raise _translated(exc, self.path) from exc
+
+
+_data = operator.itemgetter(INSERT_COLS.index("data"))
+_opts = operator.itemgetter(INSERT_COLS.index("opts"))
+
+
+def _parts(values: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    """``values`` cut, in order, into packs of at most PACK_JOBS rows whose payloads and
+    options come to at most PACK_BYTES (a row bigger than that is a pack of its own):
+    sized before anything is encoded, so a bulk of big payloads never builds one big
+    blob (payloads may be up to ``max_payload`` each)."""
+    for at in range(0, len(values), PACK_JOBS):
+        rows = values[at : at + PACK_JOBS]
+        if sum(map(len, map(_data, rows))) + sum(map(len, map(_opts, rows))) <= PACK_BYTES:
+            yield rows  # (the common case, summed without a Python step per row)
+            continue
+        start, size = 0, 0
+        for i, row in enumerate(rows):
+            n = len(_data(row)) + len(_opts(row))
+            if i > start and size + n > PACK_BYTES:
+                yield rows[start:i]
+                start, size = i, 0
+            size += n
+        yield rows[start:]
 
 
 def _move_all(cur: apsw.Cursor, sql: dict[str, str]) -> None:
