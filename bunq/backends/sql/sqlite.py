@@ -53,7 +53,7 @@ PACK_MIN = 64  # plain jobs a bulk needs to be packed (fewer: rows of the intake
 PACK_JOBS = 1_000  # jobs per pack at most
 PACK_BYTES = 1 << 20  # payload and options bytes per pack at most (unless it holds one job)
 PACKS_PER_MOVE = 2  # packs moved per transaction when a backlog is caught up
-_ALL = {"below": 1 << 62}  # every intake row (rids count up from 1)
+_ALL = 1 << 62  # a rid above every intake row's (they count up from 1)
 values = operator.itemgetter(*INSERT_COLS)  # a row's values, as the positional statements take
 
 
@@ -182,10 +182,16 @@ def _parts(values: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
         yield rows[start:]
 
 
+def _move_rows(cur: apsw.Cursor, sql: dict[str, str], below: int) -> None:
+    """Move the intake's rows with a rid below ``below`` into ``jobs``, in order, in the
+    open transaction."""
+    cur.execute(sql["intake_move"], {"below": below})
+    cur.execute(sql["intake_drop"], {"below": below})
+
+
 def _move_all(cur: apsw.Cursor, sql: dict[str, str]) -> None:
     """Move the whole intake, rows and packs, into ``jobs``, in the open transaction."""
-    cur.execute(sql["intake_move"], _ALL)
-    cur.execute(sql["intake_drop"], _ALL)
+    _move_rows(cur, sql, _ALL)
     while _move_packs(cur, sql, PACKS_PER_MOVE) == PACKS_PER_MOVE:
         pass
 
@@ -499,12 +505,10 @@ class SQLiteBackend(SqlBackend):
         if lo is not None and hi is not None:
             while hi - lo >= ABSORB_CHUNK:
                 lo += ABSORB_CHUNK
-                cur.execute(sql["intake_move"], {"below": lo})
-                cur.execute(sql["intake_drop"], {"below": lo})
+                _move_rows(cur, sql, lo)
                 cur.execute("COMMIT")
                 cur.execute("BEGIN IMMEDIATE")
-            cur.execute(sql["intake_move"], _ALL)
-            cur.execute(sql["intake_drop"], _ALL)
+            _move_rows(cur, sql, _ALL)
         if packs is not None:
             while _move_packs(cur, sql, PACKS_PER_MOVE) == PACKS_PER_MOVE:
                 cur.execute("COMMIT")
@@ -546,9 +550,7 @@ class SQLiteBackend(SqlBackend):
         sql = self._sql
         lo, hi, packs = self._span(cur)
         if lo is not None and hi is not None and hi - lo >= INTAKE_BOUND:
-            below = {"below": hi + 1 - INTAKE_BOUND + ABSORB_CHUNK}
-            cur.execute(sql["intake_move"], below)  # the oldest, to a chunk below
-            cur.execute(sql["intake_drop"], below)
+            _move_rows(cur, sql, hi + 1 - INTAKE_BOUND + ABSORB_CHUNK)  # the oldest
         if packs is not None:
             while cur.execute(sql["packs_jobs"]).fetchall()[0][0] >= INTAKE_BOUND:  # type: ignore[operator]
                 _move_packs(cur, sql, 1)  # the oldest
