@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -118,6 +119,12 @@ def spawn(role: str, url: str, ledger: Path, *args: str, **env: str) -> subproce
     with open(ledger.with_suffix(".err"), "a") as err:
         return subprocess.Popen([sys.executable, __file__, role, url, str(ledger), *args],
                                 env=child_env(**env), stderr=err, text=True)  # fmt: skip
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a role and reap it."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

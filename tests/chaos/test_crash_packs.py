@@ -10,23 +10,14 @@ present, none settled twice.
 from __future__ import annotations
 
 import contextlib
-import signal
-import subprocess
 from pathlib import Path
 
 import apsw
 import pytest
-from chaos.ledger import Writer, ledger_dir, tally
-from chaos.roles import drain, lines, spawn, unfinished, wait_for
-
-from bunq import connect
+from chaos.ledger import ledger_dir
+from chaos.roles import finish, kill, lines, spawn, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
 
 
 @pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
@@ -50,14 +41,7 @@ def test_producers_killed_mid_bulk_lose_no_packed_job(backend_url: str, tmp_path
     path = backend_url.removeprefix("sqlite:///")
     with contextlib.closing(apsw.Connection(path)) as raw:  # before bunq opens (and moves)
         packed = raw.execute("SELECT COUNT(*) FROM intake_packs").fetchall()[0][0]
-    backend = connect(backend_url)
-    try:
-        drainer = Writer(d / "drain.log")
-        drain(backend, drainer, lambda: unfinished(backend) == 0)
-        drainer.close()
-        t = tally(d, backend)
-    finally:
-        backend.close()
+    t = finish(d, backend_url)
     print(f"\nproducers of packs SIGKILLed, {packed} packs pending: {t.summary()}")
     assert packed >= 10, "the producers wrote no packs: the test tested rows"
     t.check(settle_commits=True)

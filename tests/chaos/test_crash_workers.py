@@ -11,26 +11,19 @@ again under a new fence. The memory engine has its own test
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 from chaos.conftest import BACKENDS
 from chaos.ledger import Tally, Writer, ledger_dir, read, tally
-from chaos.roles import QUEUE, drain, lines, spawn, unfinished, wait_for
+from chaos.roles import QUEUE, drain, kill, lines, spawn, unfinished, wait_for
 
 from bunq import connect
 
 pytestmark = pytest.mark.slow
 
 KILLS = 3
-
-
-def kill(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
 
 
 def settled_or_sent(t: Tally) -> bool:
