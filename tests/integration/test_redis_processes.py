@@ -140,7 +140,7 @@ def test_redis_restarted_mid_run(tmp_path: Path) -> None:
             q.counts()
         time.sleep(1.0)  # the Worker meets the outage too, and keeps going
         server.start()  # same port, empty: this server keeps nothing (no persistence)
-        _until(lambda: _ok(lambda: q.add("after", 99)))  # scripts reload on NOSCRIPT
+        _until(lambda: _ok(lambda: q.add("after", 99)))  # the library reloads: "Function not found"
         q.add_bulk([("j", i) for i in range(100, 110)])
         _until(lambda: len([d for d in done if d == 99 or d >= 100]) >= 11)
         assert w.running  # the outage did not kill the Worker

@@ -1,7 +1,7 @@
 """RedisBackend: the job semantics over Redis, one Lua script per multi-key step.
 
 Admission, leases, settles, sweeps and admin steps each run as one script over one
-queue's keys (one hash tag, one cluster slot); the hot paths are one EVALSHA per
+queue's keys (one hash tag, one cluster slot); the hot paths are one FCALL per
 add call, per lease batch and per settle batch (per queue). Times come from
 ``clock()``: by default the server's ``TIME`` (:class:`.clock.ServerClock`), an
 injected clock in tests.
@@ -44,7 +44,7 @@ from .events import RedisEventLog
 from .keys import Keys
 from .pages import RedisPages
 from .rows import fields, job_from_hash
-from .scripts import SCRIPTS, Script
+from .scripts import SCRIPTS, Script, missing
 
 _pack: Callable[..., bytes] | None
 try:
@@ -199,7 +199,7 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
             args += a
             args += d
         tag = self.keys.queue(queue)
-        cmds: list[tuple[Any, ...]] = [("EVALSHA", SCRIPTS.add.sha, 1, tag, *args)]
+        cmds: list[tuple[Any, ...]] = [SCRIPTS.add.command(tag, *args)]
         shards: dict[str, list[str]] = {}
         for job in jobs:
             shards.setdefault(self.keys.ids(job.id), []).append(job.id)
@@ -208,7 +208,7 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
             if single:
                 cmds.append(("HSETNX", key, ids[0], queue))
             else:
-                cmds.append(("EVALSHA", SCRIPTS.index_put.sha, 1, key, queue, *ids))
+                cmds.append(SCRIPTS.index_put.command(key, queue, *ids))
         if time.monotonic() - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
             self._known.clear()
             self._known_at = time.monotonic()
@@ -334,10 +334,10 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
             raise
 
     def _scripted(self, cmds: list[tuple[Any, ...]]) -> list[Any]:
-        """``_roundtrip`` that loads the scripts and resends the calls that met NOSCRIPT
-        (such a call did nothing); raises the first other error."""
+        """``_roundtrip`` that loads the library and resends the calls that found no
+        function (such a call did nothing); raises the first other error."""
         res = self._roundtrip(cmds)
-        redo = [i for i, r in enumerate(res) if isinstance(r, redis.exceptions.NoScriptError)]
+        redo = [i for i, r in enumerate(res) if missing(r)]
         if redo:
             SCRIPTS.load(self._r)
             for i, r in zip(redo, self._roundtrip([cmds[i] for i in redo]), strict=True):
@@ -348,12 +348,12 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
         return res
 
     def _eval(self, script: Script, tag: str, args: list[Any]) -> Any:
-        """One script call on one queue in one round trip (loading the scripts on NOSCRIPT)."""
+        """One function call on one queue in one round trip (loading the library if missing)."""
         return self._pipelined(script, {tag: args})[0]
 
     def _pipelined(self, script: Script, calls: dict[str, list[Any]]) -> list[Any]:
         """Run one script over several queues in one round trip."""
-        return self._scripted([("EVALSHA", script.sha, 1, tag, *a) for tag, a in calls.items()])
+        return self._scripted([script.command(tag, *a) for tag, a in calls.items()])
 
     def _refuse(self, queue: str, reply: list[Any]) -> None:
         code, *rest = (x.decode() if isinstance(x, bytes) else x for x in reply[1:])

@@ -111,9 +111,9 @@ class RemoteDeps(ABC):
                     q, dependent, dep, result, *policy = unpackb(raw, raw=True)
                     target = queue if q is False else q.decode()
                     has = b"0" if result is False else b"1"
-                    cmd: tuple[Any, ...] = ("EVALSHA", SCRIPTS.xrelease.sha, 1,
-                                            self.keys.queue(target), dependent, dep,
-                                            result or b"", has, now)  # fmt: skip
+                    cmd = SCRIPTS.xrelease.command(
+                        self.keys.queue(target), dependent, dep, result or b"", has, now
+                    )
                     if policy:  # (policy, error): common.lua child_dead
                         cmd += (policy[0], policy[1], queue)
                         if policy[0] == b"fail_parent_on_failure":

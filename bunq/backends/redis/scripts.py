@@ -1,8 +1,13 @@
-"""The Lua scripts: read once from ``lua/``, called by SHA, reloaded on NOSCRIPT.
+"""The Lua steps: one Redis Functions library, loaded once per server, called by name.
 
-Each per-queue script is ``common.lua`` (key names and helpers over KEYS[1], the
-queue's tag) plus its own file; ``promote.lua`` joins those that move due
-delayed jobs into their lanes. ``kv_put`` and ``index_put`` work on one global key.
+The library is ``common.lua`` (``bind``, which names a queue's keys from its tag,
+KEYS[1], and the helpers the steps share), ``promote.lua``, then each step's own file
+as one registered function. Its helpers are built once, when the server loads the
+library, not on every call as a script's prelude would be (docs/performance.md,
+"Redis: one Functions library"). The library's name and its functions' names carry a
+hash of its source, so two bunq versions on one server each call their own. A call that
+meets "Function not found" (a restarted server without persistence, FUNCTION FLUSH)
+did nothing: the caller loads the library and sends it again. Redis 7.0+.
 """
 
 from __future__ import annotations
@@ -11,55 +16,79 @@ import hashlib
 from importlib import resources
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import ResponseError
+
+from ...errors import ConfigError
 
 _DIR = resources.files(__package__) / "lua"
-_WITH_PROMOTE = {"lease", "list", "page", "remove"}
-_GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag, without common.lua
+_GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag: no bind
 NAMES = ("add", "lease", "complete", "fail", "extend", "sweep_read", "sweep_apply", "house",
          "counts", "list", "page", "read", "remove", "dlq_retry", "jobdata", "link", "xrelease",
          "kv_put", "index_put", "jobop")  # fmt: skip
 
 
-def _source(name: str) -> str:
-    if name in _GLOBAL:
-        return (_DIR / f"{name}.lua").read_text()
-    parts = ["common"] + (["promote"] if name in _WITH_PROMOTE else []) + [name]
-    return "\n".join((_DIR / f"{p}.lua").read_text() for p in parts)
+def _read(name: str) -> str:
+    return (_DIR / f"{name}.lua").read_text()
+
+
+def _library() -> tuple[str, str]:
+    """The library's source and the prefix of its functions' names."""
+    body = [_read("common"), _read("promote")]
+    for name in NAMES:
+        bind = "" if name in _GLOBAL else "bind(KEYS[1])\n"
+        body.append(f"redis.register_function('@{name}', function(KEYS, ARGV)\n"
+                    f"{bind}{_read(name)}\nend)")  # fmt: skip
+    text = "\n".join(body)
+    prefix = "bunq_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    return f"#!lua name={prefix}\n" + text.replace("'@", f"'{prefix}_"), prefix
+
+
+def missing(exc: BaseException) -> bool:
+    """Whether a call failed only because the server lacks the library."""
+    return isinstance(exc, ResponseError) and str(exc).startswith("Function not found")
 
 
 class Script:
-    """One script: its source and SHA1; ``run`` calls EVALSHA, loading it on NOSCRIPT."""
+    """One step: ``command`` builds its FCALL; ``run`` sends it, loading the library if
+    the server lacks it."""
 
-    __slots__ = ("name", "source", "sha")
+    __slots__ = ("name", "fn")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, prefix: str) -> None:
         self.name = name
-        self.source = _source(name)
-        self.sha = hashlib.sha1(self.source.encode()).hexdigest()
+        self.fn = f"{prefix}_{name}".encode()
+
+    def command(self, key: str, *args: Any) -> tuple[Any, ...]:
+        return ("FCALL", self.fn, 1, key, *args)
 
     def run(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            client.script_load(self.source)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return client.fcall(self.fn, len(keys), *keys, *args)
+        except ResponseError as exc:
+            if not missing(exc):
+                raise
+        SCRIPTS.load(client)
+        return client.fcall(self.fn, len(keys), *keys, *args)
 
 
 class Scripts:
-    """Every script, by name (``scripts.add.run(...)``)."""
+    """Every step, by name (``scripts.add.run(...)``)."""
 
     def __init__(self) -> None:
-        self.by_name = {name: Script(name) for name in NAMES}
+        self.source, self.prefix = _library()
+        self.by_name = {name: Script(name, self.prefix) for name in NAMES}
         for name, script in self.by_name.items():
             setattr(self, name, script)
 
     def load(self, client: Any) -> None:
-        """Load every script into the server's cache (one round trip)."""
-        pipe = client.pipeline(transaction=False)
-        for script in self.by_name.values():
-            pipe.script_load(script.source)
-        pipe.execute()
+        """Load the library into the server (FUNCTION LOAD REPLACE: the same source)."""
+        try:
+            client.function_load(self.source, replace=True)
+        except ResponseError as exc:
+            if "unknown command" in str(exc).lower():
+                raise ConfigError("redis: bunq needs Redis 7.0 or newer (Redis Functions); "
+                                  f"the server answered: {exc}") from None  # fmt: skip
+            raise
 
     add: Script
     lease: Script

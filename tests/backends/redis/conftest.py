@@ -34,6 +34,7 @@ class OwnRedis:
 
     def __init__(self) -> None:
         self.port = free_port()
+        self.extra: list[str] = []  # more redis-server arguments
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -43,7 +44,7 @@ class OwnRedis:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--daemonize", "no"],
+             "--appendonly", "no", "--daemonize", "no", *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         end = time.monotonic() + 10
@@ -73,3 +74,12 @@ def own_redis() -> Iterator[OwnRedis]:
     server.start()
     yield server
     server.kill()
+
+
+@pytest.fixture
+def redis_without_functions(own_redis: OwnRedis) -> OwnRedis:
+    """``own_redis`` restarted without the FUNCTION command, as Redis 6 answers."""
+    own_redis.kill()
+    own_redis.extra = ["--rename-command", "FUNCTION", ""]
+    own_redis.start()
+    return own_redis

@@ -149,25 +149,45 @@ def test_obliterate_removes_every_key_of_the_queue(backend: Any) -> None:
     assert left == [] and "q" not in backend.queues()
 
 
-def test_flushed_scripts_reload_on_noscript(own_redis: Any, clock: Any) -> None:
+def libraries(admin: Any) -> list[bytes]:
+    """The names of the server's function libraries (FUNCTION LIST: flat pairs per one)."""
+    return [dict(zip(x[::2], x[1::2], strict=True))[b"library_name"] for x in admin.function_list()]
+
+
+def test_flushed_library_reloads(own_redis: Any, clock: Any) -> None:
+    """A server that lost the library (FUNCTION FLUSH, a restart without persistence)
+    answers "Function not found" and did nothing; the call loads it and runs once."""
     import redis
+
+    from bunq.backends.redis.scripts import SCRIPTS
 
     be = connect(own_redis.url + "?prefix=ns", clock=clock)
     admin = redis.Redis.from_url(own_redis.url)
     try:
+        libs = libraries(admin)
+        assert libs == [SCRIPTS.prefix.encode()]  # loaded once, under its versioned name
         add(be, data=1)
-        admin.script_flush()
-        add(be, data=2)  # add: EVALSHA fails with NOSCRIPT, the scripts load, the add runs once
-        admin.script_flush()
+        admin.function_flush()
+        add(be, data=2)  # a pipelined FCALL: reloads, resends
+        admin.function_flush()
         leases = be.lease("q", 5, 30_000)
         assert [x.job.data for x in leases] == [1, 2]
-        admin.script_flush()
+        admin.function_flush()
         assert be.complete_many([(x, None) for x in leases]) == [Settle.OK, Settle.OK]
-        admin.script_flush()
-        assert be.counts("q")[JobState.COMPLETED] == 2 and be.sweep().requeued == 0
+        admin.function_flush()
+        assert be.counts("q")[JobState.COMPLETED] == 2  # Script.run: reloads, resends
+        admin.function_flush()
+        assert be.sweep().requeued == 0
+        assert libraries(admin) == libs
     finally:
         admin.close()
         be.close()
+
+
+def test_a_server_without_functions_is_refused_at_connect(redis_without_functions: Any) -> None:
+    """Redis before 7.0 has no FUNCTION command: connect says what is needed."""
+    with pytest.raises(ConfigError, match=r"needs Redis 7\.0 or newer"):
+        connect(redis_without_functions.url + "?prefix=old")
 
 
 def test_job_ids_are_global_across_queues(backend: Any) -> None:

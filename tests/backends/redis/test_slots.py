@@ -1,8 +1,8 @@
 """Cluster-ready keys: every script call touches keys of one slot only.
 
-A private redis-server runs MONITOR while a workload calls every script; each
-EVALSHA is followed in the MONITOR stream by the commands its script ran (a script
-runs atomically, so nothing interleaves). ``COMMAND GETKEYS`` names each command's
+A private redis-server runs MONITOR while a workload calls every function of the
+library; each FCALL is followed in the MONITOR stream by the commands its function ran
+(a function runs atomically, so nothing interleaves). ``COMMAND GETKEYS`` names each command's
 keys, and redis-py's ``key_slot`` (CRC16, hash tags) must give them all the slot of
 the call's KEYS[1].
 """
@@ -144,7 +144,7 @@ def test_every_script_call_touches_one_slot(own_redis: Any, clock: Any) -> None:
         time.sleep(0.5)
         mon.stop()
         be.close()
-    names = {s.sha.encode(): s.name for s in SCRIPTS.by_name.values()}
+    names = {s.fn: s.name for s in SCRIPTS.by_name.values()}
     seen: set[str] = set()
     calls = checked = 0
     slot = None
@@ -153,9 +153,9 @@ def test_every_script_call_touches_one_slot(own_redis: Any, clock: Any) -> None:
             continue
         if not from_lua:
             slot = None
-            if args[0].upper() == b"EVALSHA":
+            if args[0].upper() == b"FCALL":
                 seen.add(names[args[1]])
-                assert int(args[2]) == 1, "each script is called with one key: its tag"
+                assert int(args[2]) == 1, "each function is called with one key: its tag"
                 slot = key_slot(args[3])
                 calls += 1
             continue

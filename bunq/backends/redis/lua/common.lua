@@ -1,11 +1,17 @@
--- Shared by every per-queue script: KEYS[1] is the queue's tag "{prefix:queue}";
--- every key a script touches is built from it, so a script stays in one slot.
-local T = KEYS[1]
-local JOB = T .. ':j:'
-local WAIT, DELAYED, ACTIVE, DONE = T .. ':wait', T .. ':delayed', T .. ':active', T .. ':done'
-local DLQ, WC, TTL, META, CNT = T .. ':dlq', T .. ':wc', T .. ':ttl', T .. ':meta', T .. ':cnt'
-local SEQ, GROT, GSET, GACT = T .. ':seq', T .. ':grot', T .. ':gset', T .. ':gact'
-local UQ, UQX, WAKE = T .. ':uq', T .. ':uqx', T .. ':wake'
+-- Shared by every per-queue function. bind(tag) names the keys of one queue from its
+-- tag "{prefix:queue}" (KEYS[1]); every key a function touches is built from it, so a call
+-- stays in one slot. Calls run one at a time, so the names are the library's own
+-- variables, set at the start of each call.
+local T, JOB, WAIT, DELAYED, ACTIVE, DONE, DLQ, WC, TTL, META, CNT
+local SEQ, GROT, GSET, GACT, UQ, UQX, WAKE
+local function bind(tag)
+  T = tag
+  JOB = T .. ':j:'
+  WAIT, DELAYED, ACTIVE, DONE = T .. ':wait', T .. ':delayed', T .. ':active', T .. ':done'
+  DLQ, WC, TTL, META, CNT = T .. ':dlq', T .. ':wc', T .. ':ttl', T .. ':meta', T .. ':cnt'
+  SEQ, GROT, GSET, GACT = T .. ':seq', T .. ':grot', T .. ':gset', T .. ':gact'
+  UQ, UQX, WAKE = T .. ':uq', T .. ':uqx', T .. ':wake'
+end
 local LIVE = {waiting = true, active = true, ['waiting-children'] = true}
 
 -- Ready jobs sit in zsets with score 0 ordered by member: a fixed-width sort key
