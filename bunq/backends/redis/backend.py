@@ -158,6 +158,12 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
             return []
         check_new_jobs(jobs)  # the bounds every backend shares (bunq.validate)
         refuse_group_max_size(jobs, self.kind)
+        if len(jobs) == 1:  # the common call: one queue, nothing to undo on refusal
+            job = jobs[0]
+            one = self._add_queue(_qn(job.queue), [job], [self._job_args(job)])[0]
+            if job.opts.durable:
+                self._durable()
+            return one
         runs: list[tuple[str, list[int]]] = []  # consecutive jobs of one queue, in order
         for i, job in enumerate(jobs):
             if runs and runs[-1][0] == job.queue:
@@ -200,18 +206,21 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
             args += d
         tag = self.keys.queue(queue)
         cmds: list[tuple[Any, ...]] = [SCRIPTS.add.command(tag, *args)]
-        shards: dict[str, list[str]] = {}
-        for job in jobs:
-            shards.setdefault(self.keys.ids(job.id), []).append(job.id)
-        single = len(jobs) == 1  # the common case: one plain command, no script
-        for key, ids in shards.items():
-            if single:
-                cmds.append(("HSETNX", key, ids[0], queue))
-            else:
+        single = len(jobs) == 1
+        if single:  # the common case: one plain command, no script
+            cmds.append(("HSETNX", self.keys.ids(jobs[0].id), jobs[0].id, queue))
+            shards = 1
+        else:
+            by_shard: dict[str, list[str]] = {}
+            for job in jobs:
+                by_shard.setdefault(self.keys.ids(job.id), []).append(job.id)
+            for key, ids in by_shard.items():
                 cmds.append(SCRIPTS.index_put.command(key, queue, *ids))
-        if time.monotonic() - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
+            shards = len(by_shard)
+        mono = time.monotonic()
+        if mono - self._known_at > KNOWN_FOR_S:  # a restarted server forgot them
             self._known.clear()
-            self._known_at = time.monotonic()
+            self._known_at = mono
         if queue not in self._known:
             cmds.append(("SADD", self.keys.registry, queue))
         with translated("add"):
@@ -226,7 +235,7 @@ class RedisBackend(RemoteDeps, RedisAdmin, RedisPages):
         if single:
             clashes = [] if res[1] else self._clash_of(jobs[0].id, queue)
         else:
-            clashes = [(c[0].decode(), c[1].decode()) for r in res[1 : 1 + len(shards)] for c in r]
+            clashes = [(c[0].decode(), c[1].decode()) for r in res[1 : 1 + shards] for c in r]
         if clashes:
             out, admitted = self._clashes(queue, jobs, out, admitted, clashes)
         return out, admitted
