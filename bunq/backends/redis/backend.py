@@ -1,6 +1,6 @@
-"""RedisBackend: the job semantics over Redis, one Lua script per multi-key step.
+"""RedisBackend: the job semantics over Redis, one Lua function per multi-key step.
 
-Admission, leases, settles, sweeps and admin steps each run as one script over one
+Admission, leases, settles, sweeps and admin steps each run as one function over one
 queue's keys (one hash tag, one cluster slot); the hot paths are one FCALL per
 add call, per lease batch and per settle batch (per queue). Times come from
 ``clock()``: by default the server's ``TIME`` (:class:`.clock.ServerClock`), an

@@ -4,10 +4,11 @@ The library is ``common.lua`` (``bind``, which names a queue's keys from its tag
 KEYS[1], and the helpers the steps share), ``promote.lua``, then each step's own file
 as one registered function. Its helpers are built once, when the server loads the
 library, not on every call as a script's prelude would be (docs/performance.md,
-"Redis: one Functions library"). The library's name and its functions' names carry a
-hash of its source, so two bunq versions on one server each call their own. A call that
-meets "Function not found" (a restarted server without persistence, FUNCTION FLUSH)
-did nothing: the caller loads the library and sends it again. Redis 7.0+.
+"Session 10: Redis, one Functions library instead of scripts"). The library's name
+and its functions' names carry a hash of its source, so two bunq versions on one
+server each call their own. A call that meets "Function not found" (a restarted
+server without persistence, FUNCTION FLUSH) did nothing: the caller loads the library
+and sends it again. Redis 7.0+.
 """
 
 from __future__ import annotations
@@ -31,16 +32,20 @@ def _read(name: str) -> str:
     return (_DIR / f"{name}.lua").read_text()
 
 
+_REGISTER = "redis.register_function('{fn}', function(KEYS, ARGV)\n{bind}{body}\nend)"
+
+
 def _library() -> tuple[str, str]:
-    """The library's source and the prefix of its functions' names."""
-    body = [_read("common"), _read("promote")]
+    """The library's source and the prefix of its functions' names (a hash of the files
+    and of the way they are wrapped)."""
+    files = {name: _read(name) for name in ("common", "promote", *NAMES)}
+    digest = hashlib.sha1("\n".join([_REGISTER, *files.values()]).encode()).hexdigest()
+    prefix = f"bunq_{digest[:16]}"
+    parts = [f"#!lua name={prefix}", files["common"], files["promote"]]
     for name in NAMES:
         bind = "" if name in _GLOBAL else "bind(KEYS[1])\n"
-        body.append(f"redis.register_function('@{name}', function(KEYS, ARGV)\n"
-                    f"{bind}{_read(name)}\nend)")  # fmt: skip
-    text = "\n".join(body)
-    prefix = "bunq_" + hashlib.sha1(text.encode()).hexdigest()[:16]
-    return f"#!lua name={prefix}\n" + text.replace("'@", f"'{prefix}_"), prefix
+        parts.append(_REGISTER.format(fn=f"{prefix}_{name}", bind=bind, body=files[name]))
+    return "\n".join(parts), prefix
 
 
 def missing(exc: BaseException) -> bool:

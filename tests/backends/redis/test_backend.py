@@ -184,6 +184,27 @@ def test_flushed_library_reloads(own_redis: Any, clock: Any) -> None:
         be.close()
 
 
+def test_another_versions_library_stays_beside_this_one(own_redis: Any, clock: Any) -> None:
+    """Processes of two bunq versions on one server (a rolling deploy): each loads and
+    calls its own library; neither replaces the other's."""
+    import redis
+
+    from bunq.backends.redis.scripts import SCRIPTS
+
+    other = SCRIPTS.source.replace(SCRIPTS.prefix, "bunq_0123456789abcdef")
+    admin = redis.Redis.from_url(own_redis.url)
+    admin.function_load(other)  # an older bunq connected first
+    be = connect(own_redis.url + "?prefix=two", clock=clock)
+    try:
+        add(be, data=1)
+        assert [x.job.data for x in be.lease("q", 5, 30_000)] == [1]
+        assert sorted(libraries(admin)) == sorted([b"bunq_0123456789abcdef",
+                                                   SCRIPTS.prefix.encode()])  # fmt: skip
+    finally:
+        admin.close()
+        be.close()
+
+
 def test_a_server_without_functions_is_refused_at_connect(redis_without_functions: Any) -> None:
     """Redis before 7.0 has no FUNCTION command: connect says what is needed."""
     with pytest.raises(ConfigError, match=r"needs Redis 7\.0 or newer"):
