@@ -23,6 +23,10 @@ from ...errors import ConfigError
 
 _DIR = resources.files(__package__) / "lua"
 _GLOBAL = {"kv_put", "index_put"}  # over one key of a global tag: no bind
+# Steps that never write, flagged so: Redis runs them while it refuses writes (memory
+# over maxmemory with noeviction), as it ran the scripts; any other function is refused
+# then, before it starts.
+_READ_ONLY = {"counts", "read"}
 NAMES = ("add", "lease", "complete", "fail", "extend", "sweep_read", "sweep_apply", "house",
          "counts", "list", "page", "read", "remove", "dlq_retry", "jobdata", "link", "xrelease",
          "kv_put", "index_put", "jobop")  # fmt: skip
@@ -32,19 +36,25 @@ def _read(name: str) -> str:
     return (_DIR / f"{name}.lua").read_text()
 
 
-_REGISTER = "redis.register_function('{fn}', function(KEYS, ARGV)\n{bind}{body}\nend)"
+_REGISTER = (
+    "redis.register_function{{function_name='{fn}', flags={{{flags}}},"
+    " callback=function(KEYS, ARGV)\n{bind}{body}\nend}}"
+)
 
 
 def _library() -> tuple[str, str]:
     """The library's source and the prefix of its functions' names (a hash of the files
-    and of the way they are wrapped)."""
+    and of the way they are wrapped and flagged)."""
     files = {name: _read(name) for name in ("common", "promote", *NAMES)}
-    digest = hashlib.sha1("\n".join([_REGISTER, *files.values()]).encode()).hexdigest()
+    how = repr((_REGISTER, sorted(_GLOBAL), sorted(_READ_ONLY)))
+    digest = hashlib.sha1("\n".join([how, *files.values()]).encode()).hexdigest()
     prefix = f"bunq_{digest[:16]}"
     parts = [f"#!lua name={prefix}", files["common"], files["promote"]]
     for name in NAMES:
         bind = "" if name in _GLOBAL else "bind(KEYS[1])\n"
-        parts.append(_REGISTER.format(fn=f"{prefix}_{name}", bind=bind, body=files[name]))
+        flags = "'no-writes'" if name in _READ_ONLY else ""
+        parts.append(_REGISTER.format(fn=f"{prefix}_{name}", flags=flags, bind=bind,
+                                      body=files[name]))  # fmt: skip
     return "\n".join(parts), prefix
 
 

@@ -205,6 +205,35 @@ def test_another_versions_library_stays_beside_this_one(own_redis: Any, clock: A
         be.close()
 
 
+def test_reads_run_while_the_server_refuses_writes(own_redis: Any, clock: Any) -> None:
+    """A server over maxmemory (noeviction) refuses writes; the read-only functions are
+    flagged ``no-writes``, so counts and lookups by id still answer, and an add is a
+    BackendError that wrote nothing."""
+    import redis
+
+    own_redis.kill()
+    own_redis.extra = ["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]
+    own_redis.start()
+    be = connect(own_redis.url + "?prefix=oom", clock=clock)
+    admin = redis.Redis.from_url(own_redis.url)
+    try:
+        job = add(be, data=1)
+        with pytest.raises(redis.ResponseError, match="maxmemory"):
+            for i in range(100):  # 10 MB of filler, in pipelines of 100 KB
+                pipe = admin.pipeline(transaction=False)
+                for k in range(100):
+                    pipe.set(f"filler:{i}:{k}", b"x" * 1000)
+                pipe.execute()
+        with pytest.raises(BackendError, match="maxmemory"):
+            add(be, data=2)
+        assert be.counts("q")[JobState.WAITING] == 1
+        found = be.get_job(job.id)
+        assert found is not None and found.data == 1  # the read function, under OOM
+    finally:
+        admin.close()
+        be.close()
+
+
 def test_a_server_without_functions_is_refused_at_connect(redis_without_functions: Any) -> None:
     """Redis before 7.0 has no FUNCTION command: connect says what is needed."""
     with pytest.raises(ConfigError, match=r"needs Redis 7\.0 or newer"):
