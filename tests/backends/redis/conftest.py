@@ -57,6 +57,12 @@ class OwnRedis:
                     raise
                 time.sleep(0.05)
 
+    def restart(self, *extra: str) -> None:
+        """Kill the server and start it again on its port with more arguments."""
+        self.kill()
+        self.extra = list(extra)
+        self.start()
+
     def kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
@@ -79,7 +85,5 @@ def own_redis() -> Iterator[OwnRedis]:
 @pytest.fixture
 def redis_without_functions(own_redis: OwnRedis) -> OwnRedis:
     """``own_redis`` restarted without the FUNCTION command, as Redis 6 answers."""
-    own_redis.kill()
-    own_redis.extra = ["--rename-command", "FUNCTION", ""]
-    own_redis.start()
+    own_redis.restart("--rename-command", "FUNCTION", "")
     return own_redis

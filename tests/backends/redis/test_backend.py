@@ -211,9 +211,7 @@ def test_reads_run_while_the_server_refuses_writes(own_redis: Any, clock: Any) -
     BackendError that wrote nothing."""
     import redis
 
-    own_redis.kill()
-    own_redis.extra = ["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]
-    own_redis.start()
+    own_redis.restart("--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
     be = connect(own_redis.url + "?prefix=oom", clock=clock)
     admin = redis.Redis.from_url(own_redis.url)
     try:
