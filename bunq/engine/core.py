@@ -34,7 +34,11 @@ class Store(Protocol):
         ...
 
     def kick(self) -> None:
-        """Hint that many changes are waiting (flush soon)."""
+        """After a change: flush soon; past the backlog, wait for a commit."""
+        ...
+
+    def wake(self) -> None:
+        """After an add (:meth:`admit` was its backpressure): flush soon, never wait."""
         ...
 
     def admit(self) -> None:

@@ -87,7 +87,7 @@ def _add_one(core: Core, job: NewJob) -> list[Job]:
         out = [admitted_job(jid, job.queue, job.name, job.data, DELAYED if delay else WAITING,
                             o, now, now + delay)]  # fmt: skip
     if core.store is not None:
-        core.store.kick()
+        core.store.wake()
     return out
 
 
@@ -117,7 +117,7 @@ def _add(core: Core, jobs: Sequence[NewJob]) -> list[Job]:
         out = _add_locked(core, jobs, blobs, durable)
     store = core.store
     if store is not None and not durable:
-        store.kick()
+        store.wake()
     return out
 
 

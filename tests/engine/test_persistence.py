@@ -226,6 +226,42 @@ def test_write_behind_loss_is_bounded_by_the_window(tmp_path: Any) -> None:
     assert sorted(lost) == newest  # only the newest acks can be lost: a prefix is on disk
 
 
+def test_a_bulk_is_acknowledged_while_it_commits_and_the_next_add_waits(tmp_path: Any) -> None:
+    """An add past ``max_backlog`` returns while its rows commit (a stream of bulks
+    overlaps the next admission with the commit); the next add is the one that waits
+    (docs/engine.md, "Loss window"), and everything is on disk after it."""
+    import threading
+
+    path = str(tmp_path / "pipelined.db")
+    b = connect(f"memory://?data={path}")
+    assert isinstance(b, EmbeddedBackend)
+    writer = b._writer
+    bulk = [new_job("q", "j", i, {}) for i in range(writer.max_backlog)]
+    done: list[str] = []
+
+    def add(jobs: list[Any], tag: str) -> None:
+        b.add(jobs)
+        done.append(tag)
+
+    with writer.wlock:  # the writer cannot capture or commit meanwhile
+        first = threading.Thread(target=add, args=(bulk, "bulk"))
+        first.start()
+        first.join(5)
+        assert done == ["bulk"]  # acknowledged without waiting for its commit
+        second = threading.Thread(target=add, args=([new_job("q", "j", "next", {})], "next"))
+        second.start()
+        second.join(0.3)
+        assert done == ["bulk"]  # the backlog is full: this add waits for a commit
+    second.join(10)
+    assert done == ["bulk", "next"]
+    b.close()
+    again = connect(f"memory://?data={path}")
+    try:
+        assert again.counts("q")[JobState.WAITING] == writer.max_backlog + 1
+    finally:
+        again.close()
+
+
 def test_a_bulk_of_one_options_object_encodes_it_once(
     tmp_path: Any, clock: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "bunq.settings",
             "bunq.logs",
             "bunq.filekind",
+            "bunq.checkpoint",  # with filekind: SQLite file mechanics both bunq files share
             "bunq.tls",
             "bunq.batching",
             "bunq.stacks",

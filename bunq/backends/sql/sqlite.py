@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlparse
 
 import apsw
 
+from ...checkpoint import Checkpointer
 from ...codec import packb, unpackb
 from ...errors import BackendError, BackendUnavailable, BunqError, ConfigError, DuplicateJob
 from ...filekind import SQL_FILE, claim
@@ -274,66 +275,6 @@ class _Transaction:
             raise _translated(err, self.path) from err
 
 
-class _Checkpointer:
-    """Checkpoint the WAL on a thread of its own, off every writer's path.
-
-    SQLite's automatic checkpoint runs inside the commit that crosses the
-    threshold and fsyncs the database file there: that commit (an add, a
-    lease) then takes milliseconds, which was most of W4's p99. A WAL hook
-    replaces it: past ``pages`` frames it wakes this thread, started lazily,
-    which runs a PASSIVE checkpoint (it never blocks writers).
-    """
-
-    def __init__(self, path: str, pages: int = 1000) -> None:
-        self.path = path
-        self.pages = pages
-        self._due = pages  # WAL length (frames) at which the next wake-up is due
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._stopped = False
-
-    def hint(self, conn: apsw.Connection, dbname: str, pages: int) -> int:
-        # Called after every commit. While the WAL stays long (a producer outruns the
-        # checkpoints), wake the thread once per ``pages // 4`` new frames, not per
-        # commit: a wake-up per commit cost a lone producer ~10 us (lock, notify, GIL).
-        if pages < self._due:
-            if pages < self.pages:
-                self._due = self.pages  # the WAL restarted
-            return 0
-        self._due = pages + self.pages // 4
-        if not self._stopped:
-            if self._thread is None:
-                with self._lock:
-                    if self._thread is None:
-                        self._thread = threading.Thread(target=self._run, daemon=True,
-                                                        name="bunq-checkpoint")  # fmt: skip
-                        self._thread.start()
-            self._wake.set()
-        return 0  # SQLITE_OK
-
-    def _run(self) -> None:
-        conn = apsw.Connection(self.path)
-        try:
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stopped:
-                    return
-                try:
-                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-                except apsw.Error:
-                    time.sleep(0.05)  # busy: the next hint retries
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self._stopped = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(5)
-
-
 class SQLiteBackend(SqlBackend):
     """Jobs in one SQLite file shared by any number of processes.
 
@@ -366,7 +307,7 @@ class SQLiteBackend(SqlBackend):
         self.publish_events = self._events.publish_events
         self.has_readers = self._events.has_readers
         self.event_reader = self._events.event_reader
-        self._checkpointer = _Checkpointer(self.path)
+        self._checkpointer = Checkpointer(self.path)
         self._closed = False
         self._intake_writes: GroupCommit[Any] = GroupCommit(
             self._begin_intake, lambda tx, s: tx.raw(s)

@@ -1,0 +1,74 @@
+"""Both bunq SQLite files checkpoint their WAL on a thread of their own (bunq.checkpoint):
+no writer's commit runs the checkpoint inline below the limit, the thread does run it,
+and the WAL stays bounded under a writer that never pauses."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bunq import Queue
+from bunq.backends import connect
+
+PAGE = 4096
+KINDS = ["sqlite", "memory"]
+
+
+def open_(tmp_path: Path, kind: str) -> tuple[Any, str]:
+    path = str(tmp_path / "ckpt.db")
+    return connect(f"sqlite:///{path}" if kind == "sqlite" else f"memory://?data={path}"), path
+
+
+def checkpointer(b: Any) -> Any:
+    return b._writer.checkpointer if hasattr(b, "_writer") else b._checkpointer
+
+
+def bulk(q: Queue, b: Any, n: int = 1_000) -> None:
+    q.add_bulk([("j", {"i": k, "pad": "x" * 200}) for k in range(n)])
+    if hasattr(b, "sync"):  # the memory engine: its write-behind has committed it
+        b.sync()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_wal_is_checkpointed_off_the_writers_path(tmp_path: Path, kind: str) -> None:
+    b, path = open_(tmp_path, kind)
+    try:
+        q = Queue("q", b)
+        bulk(q, b, 1)
+        base = os.path.getsize(path)
+        cp = checkpointer(b)
+        cp._stopped = True  # the thread is not woken: only an inline checkpoint could run
+        for _ in range(12):
+            bulk(q, b)
+        wal = os.path.getsize(path + "-wal") // PAGE
+        assert 1_000 < wal < cp.limit  # past SQLite's own autocheckpoint threshold...
+        assert os.path.getsize(path) == base  # ...and no commit checkpointed inline
+        cp._stopped = False
+        deadline = time.monotonic() + 10
+        while os.path.getsize(path) == base and time.monotonic() < deadline:
+            bulk(q, b, 100)  # commits hint again
+            time.sleep(0.05)
+        assert os.path.getsize(path) > base + 12_000 * 200  # the thread copied them back
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_wal_stays_bounded_under_a_writer_that_never_pauses(tmp_path: Path,
+                                                               kind: str) -> None:  # fmt: skip
+    b, path = open_(tmp_path, kind)
+    try:
+        q = Queue("q", b)
+        cp = checkpointer(b)
+        bulk(q, b)
+        per_bulk = os.path.getsize(path + "-wal") // PAGE
+        for _ in range(2 * cp.limit // per_bulk):  # twice the limit's worth of frames
+            bulk(q, b)
+        assert os.path.getsize(path + "-wal") // PAGE <= cp.limit + 2 * per_bulk
+        assert q.counts()["waiting"] == (1 + 2 * cp.limit // per_bulk) * 1_000
+    finally:
+        b.close()
