@@ -152,7 +152,8 @@ class WriteBehind:
     def kick(self) -> None:
         """Start a flush if ``flush_changes`` changes are pending; wait past ``max_backlog``.
 
-        The wait is the write-behind's backpressure: a producer that outruns
+        After a change other than an add (a lease, an ack: adds call :meth:`wake`).
+        The wait is the write-behind's backpressure: a caller that outruns
         the disk waits for the next commit, so the loss window stays bounded
         by ``flush_ms`` plus the time to write ``max_backlog`` rows. The
         caller's change is already made, so a commit that does not come in
