@@ -90,27 +90,18 @@ def options_from_blob(blob: bytes) -> JobOptions:
     return JobOptions(**d)
 
 
-_DEFAULTS = JobOptions().to_dict()
-_DEFAULT_BACKOFF = _DEFAULTS.pop("backoff")
 # Every bunq up to 0.1.x reads these three unconditionally (the rest have defaults
 # there too), so the stored form keeps them and older versions still read new rows.
-_ALWAYS: dict[str, Any] = {"backoff": None, "unique_strategy": "reject", "depends_on": []}
+# The backoff is never an empty map: Lua's cmsgpack writes one back as an empty array.
+_ALWAYS: dict[str, Any] = {"backoff": {"type": "exponential"}, "unique_strategy": "reject",
+                           "depends_on": []}  # fmt: skip
 
 
 def stored_options(opts: JobOptions) -> dict[str, Any]:
-    """The options as stored: only the fields that differ from the defaults (a backoff
-    its type and its other such fields: never an empty map, which Lua's cmsgpack would
-    write back as an empty array), plus :data:`_ALWAYS`. A job added with no options
-    stores 62 bytes, not the 268 of every field."""
-    full = opts.to_dict()
-    backoff = full.pop("backoff")
-    out: dict[str, Any] = dict(_ALWAYS)
-    out["backoff"] = {k: v for k, v in backoff.items()
-                      if k == "type" or v != _DEFAULT_BACKOFF[k]}  # fmt: skip
-    for k, v in full.items():
-        if k not in _DEFAULTS or v != _DEFAULTS[k]:
-            out[k] = v
-    return out
+    """The options as stored: the fields that differ from the defaults
+    (:meth:`~bunq.job.JobOptions.changed`) over :data:`_ALWAYS`. A job added with no
+    options stores 62 bytes, not the 268 of every field."""
+    return {**_ALWAYS, **opts.changed()}
 
 
 _BLOBS: dict[int, tuple[JobOptions, bytes]] = {}

@@ -344,6 +344,11 @@ class JobOptions:
             **({} if self.group_max_size is None else {"group_max_size": self.group_max_size}),
         }  # fmt: skip
 
+    def changed(self) -> dict[str, Any]:
+        """The fields of :meth:`to_dict` that differ from the defaults (a backoff whole)."""
+        return {k: v for k, v in self.to_dict().items()
+                if k not in _DEFAULT_DICT or v != _DEFAULT_DICT[k]}  # fmt: skip
+
 
 FLOW_POLICIES = ("fail_parent_on_failure", "ignore_dependency_on_failure",
                  "remove_dependency_on_failure", "continue_parent_on_failure")  # fmt: skip
@@ -365,6 +370,7 @@ def _traceparent(value: object) -> str | None:
 
 DEFAULT_BACKOFF = Backoff()
 DEFAULT_OPTIONS = JobOptions()
+_DEFAULT_DICT = DEFAULT_OPTIONS.to_dict()
 _OPTION_NAMES = frozenset(f.name for f in fields(JobOptions))
 _STRATEGIES = {s.value: s for s in UniqueStrategy}
 

@@ -7,7 +7,7 @@ Pure functions (no I/O, no clock), shared by the server and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from .errors import ProtocolError
 from .job import (
@@ -128,14 +128,9 @@ def job_to_wire(job: Job, state: str | None = None, *, with_result: bool = False
 # ------------------------------------------------------------ bunq's lossless job shape (Bq*)
 
 
-_DEFAULT_OPTS: Final = JobOptions().to_dict()
-
-
 def options_to_wire(opts: JobOptions) -> dict[str, Any]:
     """Return the options that differ from the defaults (bunq's own client)."""
-    return {
-        k: v for k, v in opts.to_dict().items() if k not in _DEFAULT_OPTS or v != _DEFAULT_OPTS[k]
-    }
+    return opts.changed()
 
 
 def options_from_wire(d: Mapping[str, Any]) -> JobOptions:

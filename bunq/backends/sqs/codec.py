@@ -39,7 +39,6 @@ BASE, DUE, REASON, ERROR = "bunq-base", "bunq-due", "bunq-reason", "bunq-error"
 FAILED_AT, ATTEMPT, DURATION = "bunq-failed-at", "bunq-attempt", "bunq-duration"
 MAX_ERROR = 4000
 _XML_UNSAFE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_DEFAULTS = DEFAULT_OPTIONS.to_dict()
 Attributes = dict[str, dict[str, str]]
 
 
@@ -117,8 +116,7 @@ def _opts_blob(opts: JobOptions) -> bytes:
 
 @lru_cache(maxsize=1024)
 def _opts_blob_cached(opts: JobOptions) -> bytes:
-    changed = {k: v for k, v in opts.to_dict().items() if k not in _DEFAULTS or v != _DEFAULTS[k]}
-    out: bytes = packb(changed, use_bin_type=True)
+    out: bytes = packb(opts.changed(), use_bin_type=True)
     return out
 
 
