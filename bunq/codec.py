@@ -26,7 +26,7 @@ from msgpack import packb as packb
 from msgpack import unpackb as unpackb
 
 from .errors import PayloadTooLarge, ValidationError
-from .job import Backoff, JobOptions, UniqueStrategy
+from .job import DEFAULT_BACKOFF, DEFAULT_OPTIONS, Backoff, JobOptions, UniqueStrategy
 from .queueconfig import DlqConfig, QueueLimits, from_stored
 
 Setting = TypeVar("Setting", DlqConfig, QueueLimits)
@@ -78,23 +78,24 @@ def unpack(blob: bytes | memoryview | None) -> Any:
     return unpackb(bytes(blob), raw=False, strict_map_key=False)
 
 
+# Every bunq up to 0.1.x reads these three unconditionally (the rest have defaults
+# there too), so the stored form keeps them and older versions still read new rows.
+# The backoff is never an empty map: Lua's cmsgpack writes one back as an empty array.
+_ALWAYS: dict[str, Any] = {"backoff": {"type": DEFAULT_BACKOFF.type},
+                           "unique_strategy": DEFAULT_OPTIONS.unique_strategy.value,
+                           "depends_on": []}  # fmt: skip
+
+
 @lru_cache(maxsize=4096)
 def options_from_blob(blob: bytes) -> JobOptions:
     """Decode stored options (trusted: validated at admission). Cached: jobs share them.
 
     A field the blob does not name has its default (:func:`stored_options`)."""
-    d = unpack(blob)
-    d["backoff"] = Backoff(**(d.get("backoff") or {}))  # Lua's cmsgpack makes {} a []
-    d["unique_strategy"] = UniqueStrategy(d.get("unique_strategy", "reject"))
-    d["depends_on"] = tuple(d.get("depends_on", ()))
+    d = {**_ALWAYS, **unpack(blob)}
+    d["backoff"] = Backoff(**(d["backoff"] or {}))  # Lua's cmsgpack makes {} a []
+    d["unique_strategy"] = UniqueStrategy(d["unique_strategy"])
+    d["depends_on"] = tuple(d["depends_on"])
     return JobOptions(**d)
-
-
-# Every bunq up to 0.1.x reads these three unconditionally (the rest have defaults
-# there too), so the stored form keeps them and older versions still read new rows.
-# The backoff is never an empty map: Lua's cmsgpack writes one back as an empty array.
-_ALWAYS: dict[str, Any] = {"backoff": {"type": "exponential"}, "unique_strategy": "reject",
-                           "depends_on": []}  # fmt: skip
 
 
 def stored_options(opts: JobOptions) -> dict[str, Any]:
