@@ -9,6 +9,8 @@ call (``/proc/<pid>/schedstat``: only with a local server) and WAL bytes per cal
 
 - ``rawt``: a 3-column table (raw_pg's row in bench/peers.py), the commit's floor;
 - ``jobs``: bunq's row into bunq's jobs table, counter triggers disabled, no NOTIFY;
+- ``jobs-partial``: the same into a copy of the table with only its primary key and the
+  claim index (none of the six partial indexes of the sweeps and listings);
 - ``jobs+notify``: the same through the plain-add statement, triggers disabled, the
   NOTIFY forced (a listener holds the bell);
 - ``jobs+trigger``: bunq's row with the counter trigger, no NOTIFY;
@@ -80,6 +82,9 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     raw.execute("CREATE TABLE rawt (id BIGSERIAL PRIMARY KEY, state SMALLINT NOT NULL,"
                 " data BYTEA NOT NULL)")  # fmt: skip
     raw.execute("CREATE INDEX rawt_state ON rawt (state, id)")
+    raw.execute("CREATE TABLE jobs_np (LIKE jobs INCLUDING DEFAULTS)")
+    raw.execute("ALTER TABLE jobs_np ADD PRIMARY KEY (id)")
+    raw.execute("CREATE INDEX jobs_np_queue ON jobs_np (queue, state, priority DESC, ord_at, seq)")
     rows: list[dict[str, Any]] = []
     real = backend._insert  # one row as bunq builds it, then fresh ids
     backend._insert = lambda cur, r: (rows.append(dict(r[0])), real(cur, r))[1]
@@ -88,6 +93,7 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     stmt = backend._insert_sqls[1]
     plain = (f"INSERT INTO jobs ({', '.join(INSERT_COLS)})"
              f" VALUES ({', '.join(['%s'] * len(INSERT_COLS))})")  # fmt: skip
+    plain_np = plain.replace("INTO jobs ", "INTO jobs_np ")
 
     def row() -> list[Any]:
         return [new_job_id(), *insert_row(rows[0])[1:]]
@@ -99,6 +105,7 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     cases: dict[str, tuple[Callable[[], Any], bool, bool]] = {  # fn, triggers on, bell held
         "rawt": (lambda: raw.execute(RAWT, (b"x" * 100,)), True, False),
         "jobs": (lambda: raw.execute(plain, row()), False, False),
+        "jobs-partial": (lambda: raw.execute(plain_np, row()), False, False),
         "jobs+notify": (lambda: raw.execute(stmt, [*row(), *tail()]), False, True),
         "jobs+trigger": (lambda: raw.execute(plain, row()), True, False),
         "statement": (lambda: raw.execute(stmt, [*row(), *tail()]), True, False),
