@@ -432,7 +432,7 @@ def tcp(server_kind: str, mode: str, n: int) -> dict[str, Any]:
         srv = srv_bench.Server(server_kind, args, Path(scratch))
         try:
             if mode == "py_single":
-                res = py_single(srv.port, n)
+                res = py_single(srv.port, n, srv.proc.pid)
             else:
                 res = srv_bench.js(args, mode, srv.port, n, 1000 if mode == "pushb" else 10)
         finally:
@@ -441,9 +441,18 @@ def tcp(server_kind: str, mode: str, n: int) -> dict[str, Any]:
     return res
 
 
-def py_single(port: int, n: int) -> dict[str, Any]:
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def py_single(port: int, n: int, server_pid: int) -> dict[str, Any]:
     """Single PUSHes through bunqueue's own Python client (PyPI ``bunqueue-client``, in
-    bunq's test extra): ``PY_IN_FLIGHT`` threads share its one pipelined connection."""
+    bunq's test extra): ``PY_IN_FLIGHT`` threads share its one pipelined connection.
+    Beside the rate, the CPU cores each side kept busy meanwhile (``client_cpu``,
+    ``server_cpu``): the client's threads share one GIL, so a client near 1.0 is the
+    limit, whatever the server does."""
     import threading
 
     import bunqueue
@@ -465,12 +474,17 @@ def py_single(port: int, n: int) -> dict[str, Any]:
     for t in threads:
         t.start()
     go.wait()
-    t0 = time.perf_counter()
+    t0, c0, s0 = time.perf_counter(), time.process_time(), cpu_s(server_pid)
     for t in threads:
         t.join()
-    dt = time.perf_counter() - t0
+    dt, cpu, srv = time.perf_counter() - t0, time.process_time() - c0, cpu_s(server_pid) - s0
     q.close()
-    return {"n": each * PY_IN_FLIGHT, "per_s": round(each * PY_IN_FLIGHT / dt)}
+    return {
+        "n": each * PY_IN_FLIGHT,
+        "per_s": round(each * PY_IN_FLIGHT / dt),
+        "client_cpu": round(cpu / dt, 2),
+        "server_cpu": round(srv / dt, 2),
+    }
 
 
 def stub_py_single(n: int) -> dict[str, Any]:
@@ -484,7 +498,7 @@ def stub_py_single(n: int) -> dict[str, Any]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         srv_bench.wait_port(port)
-        res = py_single(port, n)
+        res = py_single(port, n, proc.pid)
     finally:
         rss = srv_bench.peak_rss_mb(proc.pid)
         proc.terminate()
