@@ -49,7 +49,9 @@ class Checkpointer:
             if pages < self.pages:
                 self._due = self.pages  # the WAL restarted
             return 0
-        self._due = pages + self.pages // 4
+        # (never past the limit: the commit that reaches it must see it)
+        step = pages + self.pages // 4
+        self._due = step if pages >= self.limit else min(step, self.limit)
         if self._stopped:
             return 0
         if pages >= self.limit:

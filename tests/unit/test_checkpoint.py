@@ -5,6 +5,7 @@ and the WAL stays bounded under a writer that never pauses."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,43 @@ def test_the_wal_stays_bounded_under_a_writer_that_never_pauses(tmp_path: Path,
         for _ in range(2 * cp.limit // per_bulk):  # twice the limit's worth of frames
             bulk(q, b)
         assert os.path.getsize(path + "-wal") // PAGE <= cp.limit + 2 * per_bulk
+        assert q.counts()["waiting"] == (1 + 2 * cp.limit // per_bulk) * 1_000
+    finally:
+        b.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_commit_past_the_limit_waits_for_a_running_checkpoint_then_copies_the_rest(
+        tmp_path: Path, kind: str) -> None:  # fmt: skip
+    b, path = open_(tmp_path, kind)
+    try:
+        q = Queue("q", b)
+        cp = checkpointer(b)
+        bulk(q, b)
+        per_bulk = os.path.getsize(path + "-wal") // PAGE
+        base = os.path.getsize(path)
+        done = threading.Event()
+
+        def producer() -> None:
+            for _ in range(2 * cp.limit // per_bulk):
+                bulk(q, b)
+            done.set()
+
+        with cp._running:  # as the thread holds it while its checkpoint runs
+            t = threading.Thread(target=producer)
+            t.start()
+            deadline = time.monotonic() + 30
+            while os.path.getsize(path + "-wal") // PAGE < cp.limit:
+                assert time.monotonic() < deadline, "the WAL never reached the limit"
+                time.sleep(0.05)
+            time.sleep(0.5)
+            assert not done.is_set()  # the commit that crossed the limit waits...
+            assert os.path.getsize(path + "-wal") // PAGE <= cp.limit + per_bulk
+            assert os.path.getsize(path) == base  # ...and nothing was copied back
+        t.join(30)
+        assert done.is_set()
+        assert os.path.getsize(path) > base + cp.limit * PAGE // 2  # then it copied them
+        assert os.path.getsize(path + "-wal") // PAGE <= cp.limit + per_bulk  # WAL restarted
         assert q.counts()["waiting"] == (1 + 2 * cp.limit // per_bulk) * 1_000
     finally:
         b.close()
