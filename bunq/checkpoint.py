@@ -23,8 +23,10 @@ class Checkpointer:
     Past ``pages`` WAL frames the hint wakes it; it runs a PASSIVE checkpoint.
     Past ``limit`` frames (the thread never caught up with the writers) the
     committing writer waits for the thread's checkpoint, if one is running, and
-    finishes the rest itself, so the WAL starts over: the WAL never grows much past
-    ``limit`` frames plus one commit, however fast the writers are.
+    finishes the rest itself, so the WAL starts over: with one writing process it
+    never grows much past ``limit`` frames plus one commit, however fast that
+    process writes; with several, every commit past the limit tries again, and past
+    ``2 * limit`` holds the other writers off while it checkpoints.
     The inline checkpoint it replaces was most of the SQLite backend's W4 p99 (a
     commit of an add or a lease taking milliseconds) and a stall of the memory
     engine's write-behind in every tenth PUSHB (docs/performance.md).
@@ -49,9 +51,10 @@ class Checkpointer:
             if pages < self.pages:
                 self._due = self.pages  # the WAL restarted
             return 0
-        # (never past the limit: the commit that reaches it must see it)
-        step = pages + self.pages // 4
-        self._due = step if pages >= self.limit else min(step, self.limit)
+        # Below the limit, the next look is never past it (the commit that reaches it
+        # must see it); past it, every commit looks (see below).
+        self._due = pages + 1 if pages >= self.limit else \
+            min(pages + self.pages // 4, self.limit)  # fmt: skip
         if self._stopped:
             return 0
         if pages >= self.limit:
@@ -60,9 +63,21 @@ class Checkpointer:
             # this commit waits for the thread's checkpoint (a second one would only
             # fail busy, and the WAL grew on: CI saw 4,533 frames against 4,272) and
             # copies the rest itself. The thread copied most frames by now, so this
-            # is short, and the next write transaction restarts the WAL.
+            # is short, and the next write transaction restarts the WAL. Unless a
+            # writer in another process appended meanwhile (or its checkpoint made
+            # this one fail busy): then the next commit, of either, tries again, and
+            # copies the few frames added since; with a try only every 250 frames the
+            # two processes' tries met, and the WAL grew to 80,000 frames in 5 s of
+            # bench/peers.py's W4 (a producer and a worker process).
+            #
+            # Writers in two processes that never pause can keep that up: past twice
+            # the limit the commit runs a RESTART checkpoint, which holds every other
+            # writer off (they wait in their busy handlers) while it copies the rest,
+            # then waits for readers to leave the WAL, so the next write restarts it.
+            mode = apsw.SQLITE_CHECKPOINT_RESTART if pages >= 2 * self.limit else \
+                apsw.SQLITE_CHECKPOINT_PASSIVE  # fmt: skip
             with self._running, contextlib.suppress(apsw.Error):  # busy: another process
-                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                conn.wal_checkpoint(mode=mode)
             return 0
         if self._thread is None:
             with self._lock:

@@ -5,6 +5,8 @@ and the WAL stays bounded under a writer that never pauses."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -108,5 +110,42 @@ def test_a_commit_past_the_limit_waits_for_a_running_checkpoint_then_copies_the_
         assert os.path.getsize(path) > base + cp.limit * PAGE // 2  # then it copied them
         assert os.path.getsize(path + "-wal") // PAGE <= cp.limit + per_bulk  # WAL restarted
         assert q.counts()["waiting"] == (1 + 2 * cp.limit // per_bulk) * 1_000
+    finally:
+        b.close()
+
+
+WRITER = """
+import sys
+from bunq import Queue, connect
+b = connect(sys.argv[1])
+q = Queue("q", b)
+for _ in range(int(sys.argv[2])):
+    q.add_bulk([("j", {"i": k, "pad": "x" * 200}) for k in range(1_000)])
+b.close()
+"""
+
+
+def test_the_wal_stays_bounded_with_writers_in_two_processes(tmp_path: Path) -> None:
+    # Each process has its own checkpointer; a checkpoint of one copies what it saw while
+    # the other appends (or fails busy against the other's), so past the limit every
+    # commit tries, and past twice the limit it holds the other writers off (RESTART).
+    path = str(tmp_path / "ckpt.db")
+    b = connect(f"sqlite:///{path}")
+    try:
+        q = Queue("q", b)
+        limit = b._checkpointer.limit
+        bulk(q, b)
+        per_bulk = os.path.getsize(path + "-wal") // PAGE
+        bulks = 2 * limit // per_bulk  # each: four times the limit's worth between them
+        procs = [subprocess.Popen([sys.executable, "-c", WRITER, f"sqlite:///{path}", str(bulks)])
+                 for _ in range(2)]  # fmt: skip
+        most = 0
+        while any(p.poll() is None for p in procs):
+            if os.path.exists(path + "-wal"):
+                most = max(most, os.path.getsize(path + "-wal") // PAGE)
+            time.sleep(0.01)
+        assert [p.wait() for p in procs] == [0, 0]
+        assert most <= 2 * limit + 6 * per_bulk  # 9,540 pages on 9c13599
+        assert q.counts()["waiting"] == (1 + 2 * bulks) * 1_000
     finally:
         b.close()
