@@ -5,7 +5,7 @@ and fsyncs the database file there: that commit then takes milliseconds. Both
 bunq files use this instead (the SQLite backend's and the memory engine's
 write-behind file): a WAL hook (``conn.set_wal_hook(checkpointer.hint)``, which
 also turns the automatic checkpoint off) wakes a thread that runs PASSIVE
-checkpoints, which never block a writer.
+checkpoints, which never block a writer (past a limit, see Checkpointer).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import time
 
 import apsw
 
+RESTART_WAIT_MS = 100  # how long the thread's RESTART checkpoint waits for locks
+
 
 class Checkpointer:
     """The checkpoint thread of one file, started lazily by :meth:`hint`.
@@ -25,9 +27,9 @@ class Checkpointer:
     committing writer waits for the thread's checkpoint, if one is running, and
     finishes the rest itself, so the WAL starts over: with one writing process it
     never grows much past ``limit`` frames plus one commit, however fast that
-    process writes; with several, every commit past the limit tries again, and past
-    ``2 * limit`` holds the other writers off while it checkpoints.
-    The inline checkpoint it replaces was most of the SQLite backend's W4 p99 (a
+    process writes. With writers in several processes every commit past the limit
+    tries again, and past ``2 * limit`` the thread runs a RESTART checkpoint.
+    The inline checkpoint this replaces was most of the SQLite backend's W4 p99 (a
     commit of an add or a lease taking milliseconds) and a stall of the memory
     engine's write-behind in every tenth PUSHB (docs/performance.md).
     """
@@ -36,28 +38,23 @@ class Checkpointer:
         self.path = path
         self.pages = pages
         self.limit = 4 * pages  # WAL frames past which a commit finishes the checkpoint
-        self._due = pages  # WAL length (frames) at which the next wake-up is due
+        self._due = pages  # WAL length (frames) at which the next look is due
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._running = threading.Lock()  # held while this file's checkpoint runs
+        self._restart = False  # the thread's next checkpoint is a RESTART
         self._stopped = False
 
     def hint(self, conn: apsw.Connection, dbname: str, pages: int) -> int:
         # Called after every commit. While the WAL stays long (a producer outruns the
-        # checkpoints), wake the thread once per ``pages // 4`` new frames, not per
-        # commit: a wake-up per commit cost a lone producer ~10 us (lock, notify, GIL).
+        # checkpoints), look once per ``pages // 4`` new frames, not per commit: a
+        # wake-up per commit cost a lone producer ~10 us (lock, notify, GIL).
         if pages < self._due:
             if pages < self.pages:
                 self._due = self.pages  # the WAL restarted
             return 0
-        # Below the limit, the next look is never past it (the commit that reaches it
-        # must see it); past it, every commit looks (see below).
-        self._due = pages + 1 if pages >= self.limit else \
-            min(pages + self.pages // 4, self.limit)  # fmt: skip
-        if self._stopped:
-            return 0
-        if pages >= self.limit:
+        if self.limit <= pages < 2 * self.limit:
             # The thread has not caught up (commits came faster than a checkpoint
             # ends), and the WAL only starts over once every frame is copied back:
             # this commit waits for the thread's checkpoint (a second one would only
@@ -65,19 +62,27 @@ class Checkpointer:
             # copies the rest itself. The thread copied most frames by now, so this
             # is short, and the next write transaction restarts the WAL. Unless a
             # writer in another process appended meanwhile (or its checkpoint made
-            # this one fail busy): then the next commit, of either, tries again, and
-            # copies the few frames added since; with a try only every 250 frames the
-            # two processes' tries met, and the WAL grew to 80,000 frames in 5 s of
-            # bench/peers.py's W4 (a producer and a worker process).
-            #
-            # Writers in two processes that never pause can keep that up: past twice
-            # the limit the commit runs a RESTART checkpoint, which holds every other
-            # writer off (they wait in their busy handlers) while it copies the rest,
-            # then waits for readers to leave the WAL, so the next write restarts it.
-            mode = apsw.SQLITE_CHECKPOINT_RESTART if pages >= 2 * self.limit else \
-                apsw.SQLITE_CHECKPOINT_PASSIVE  # fmt: skip
-            with self._running, contextlib.suppress(apsw.Error):  # busy: another process
-                conn.wal_checkpoint(mode=mode)
+            # this one fail busy): so every commit past the limit tries again, of
+            # either process, and copies the few frames added since (one try per 250
+            # frames let two processes' tries meet, and the WAL grew to 80,000 frames
+            # in 5 s of bench/peers.py's W4, a producer and a worker process).
+            self._due = pages + 1
+            if not self._stopped:
+                with self._running, contextlib.suppress(apsw.Error):  # busy: another process
+                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            return 0
+        if pages >= 2 * self.limit:
+            # Writers in several processes that never pause can keep that up. Past
+            # twice the limit the thread runs a RESTART checkpoint: it holds every
+            # writer off while it copies the rest, then waits for readers to leave
+            # the WAL, so the next write starts it over. It waits RESTART_WAIT_MS at
+            # most (a reader of an old snapshot keeps the WAL anyway), on the thread:
+            # a writer's commit would wait its whole busy timeout (10 s).
+            self._restart = True
+            self._due = pages + 1  # until it does, every commit asks again
+        else:  # the next look is never past the limit: the commit that reaches it must see it
+            self._due = min(pages + self.pages // 4, self.limit)
+        if self._stopped:
             return 0
         if self._thread is None:
             with self._lock:
@@ -90,6 +95,21 @@ class Checkpointer:
 
     def _run(self) -> None:
         conn = apsw.Connection(self.path)
+        started = [0.0]
+
+        def spin(count: int) -> bool:
+            # Busy handler of a RESTART (a PASSIVE checkpoint never waits): retries in
+            # 50 us - 1 ms steps, for RESTART_WAIT_MS in all. SQLite's own handler
+            # sleeps 1, 2, 5, 10 ms ... and missed the gaps between two processes'
+            # commits.
+            if count == 0:
+                started[0] = time.monotonic()
+            elif time.monotonic() - started[0] > RESTART_WAIT_MS / 1000:
+                return False
+            time.sleep(min(0.00005 * (count + 1), 0.001))
+            return True
+
+        conn.set_busy_handler(spin)
         primed = False
         try:
             while True:
@@ -105,8 +125,12 @@ class Checkpointer:
                     if not primed:
                         conn.execute("PRAGMA schema_version").fetchall()
                         primed = True
+                    mode = apsw.SQLITE_CHECKPOINT_PASSIVE
+                    if self._restart:
+                        self._restart = False
+                        mode = apsw.SQLITE_CHECKPOINT_RESTART
                     with self._running:
-                        conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                        conn.wal_checkpoint(mode=mode)
                 except apsw.Error:
                     time.sleep(0.05)  # busy: the next hint retries
         finally:

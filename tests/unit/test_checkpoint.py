@@ -128,7 +128,7 @@ b.close()
 def test_the_wal_stays_bounded_with_writers_in_two_processes(tmp_path: Path) -> None:
     # Each process has its own checkpointer; a checkpoint of one copies what it saw while
     # the other appends (or fails busy against the other's), so past the limit every
-    # commit tries, and past twice the limit it holds the other writers off (RESTART).
+    # commit tries, and past twice the limit the thread holds the writers off (RESTART).
     path = str(tmp_path / "ckpt.db")
     b = connect(f"sqlite:///{path}")
     try:
@@ -145,7 +145,10 @@ def test_the_wal_stays_bounded_with_writers_in_two_processes(tmp_path: Path) -> 
                 most = max(most, os.path.getsize(path + "-wal") // PAGE)
             time.sleep(0.01)
         assert [p.wait() for p in procs] == [0, 0]
-        assert most <= 2 * limit + 6 * per_bulk  # 9,540 pages on 9c13599
+        # about 2 * limit plus the bulks committed while the thread waits for the lock
+        # (8,105-8,487 pages here, 9,060 once beside three busy loops and a dd loop;
+        # 13,140 with every commit's PASSIVE try and no RESTART)
+        assert most <= 3 * limit
         assert q.counts()["waiting"] == (1 + 2 * bulks) * 1_000
     finally:
         b.close()
