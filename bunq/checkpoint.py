@@ -17,6 +17,7 @@ import time
 import apsw
 
 RESTART_WAIT_MS = 100  # how long the thread's RESTART checkpoint waits for locks
+RESTART_BACKOFF_S = 1.0  # no RESTART for this long after two in a row failed
 
 
 class Checkpointer:
@@ -44,6 +45,8 @@ class Checkpointer:
         self._lock = threading.Lock()
         self._running = threading.Lock()  # held while this file's checkpoint runs
         self._restart = False  # the thread's next checkpoint is a RESTART
+        self._restart_failed = 0  # RESTARTs in a row that failed (busy)
+        self._restart_after = 0.0  # (monotonic) no RESTART before this
         self._stopped = False
 
     def hint(self, conn: apsw.Connection, dbname: str, pages: int) -> int:
@@ -117,6 +120,10 @@ class Checkpointer:
                 self._wake.clear()
                 if self._stopped:
                     return
+                mode = apsw.SQLITE_CHECKPOINT_PASSIVE
+                if self._restart and time.monotonic() >= self._restart_after:
+                    self._restart = False
+                    mode = apsw.SQLITE_CHECKPOINT_RESTART
                 try:
                     # A connection that has not read the file does not know it is in WAL
                     # mode: its checkpoints return (-1, -1) and copy nothing back (so the
@@ -125,13 +132,19 @@ class Checkpointer:
                     if not primed:
                         conn.execute("PRAGMA schema_version").fetchall()
                         primed = True
-                    mode = apsw.SQLITE_CHECKPOINT_PASSIVE
-                    if self._restart:
-                        self._restart = False
-                        mode = apsw.SQLITE_CHECKPOINT_RESTART
                     with self._running:
                         conn.wal_checkpoint(mode=mode)
+                    if mode == apsw.SQLITE_CHECKPOINT_RESTART:
+                        self._restart_failed = 0
                 except apsw.Error:
+                    if mode == apsw.SQLITE_CHECKPOINT_RESTART:
+                        # A reader holding an old snapshot fails every RESTART (and each
+                        # held the writers off for RESTART_WAIT_MS): after two in a row,
+                        # PASSIVE only for a while. Lock contention rarely fails two.
+                        self._restart_failed += 1
+                        if self._restart_failed >= 2:
+                            self._restart_failed = 0
+                            self._restart_after = time.monotonic() + RESTART_BACKOFF_S
                     time.sleep(0.05)  # busy: the next hint retries
         finally:
             conn.close()

@@ -152,3 +152,33 @@ def test_the_wal_stays_bounded_with_writers_in_two_processes(tmp_path: Path) -> 
         assert q.counts()["waiting"] == (1 + 2 * bulks) * 1_000
     finally:
         b.close()
+
+
+def test_a_reader_of_an_old_snapshot_costs_wal_length_never_a_long_stall(tmp_path: Path) -> None:
+    # The RESTART past twice the limit cannot restart the WAL while a reader keeps an old
+    # snapshot; it waits RESTART_WAIT_MS for it on the thread, never a commit's busy
+    # timeout (10 s), and after two that failed it pauses.
+    import apsw
+
+    path = str(tmp_path / "ckpt.db")
+    b = connect(f"sqlite:///{path}")
+    try:
+        q = Queue("q", b)
+        limit = b._checkpointer.limit
+        bulk(q, b)
+        per_bulk = os.path.getsize(path + "-wal") // PAGE
+        reader = apsw.Connection(path)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM jobs").fetchall() is not None
+        slowest, n = 0.0, 3 * limit // per_bulk
+        for _ in range(n):
+            t0 = time.monotonic()
+            bulk(q, b)
+            slowest = max(slowest, time.monotonic() - t0)
+        assert os.path.getsize(path + "-wal") // PAGE > 2 * limit  # the reader kept it
+        assert slowest < 2.0  # 10 s when a commit ran the RESTART (7553df5)
+        reader.execute("COMMIT")
+        reader.close()
+        assert q.counts()["waiting"] == (1 + n) * 1_000
+    finally:
+        b.close()
