@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from bunq import Queue
@@ -34,6 +35,15 @@ def bulk(q: Queue, b: Any, n: int = 1_000) -> None:
     q.add_bulk([("j", {"i": k, "pad": "x" * 200}) for k in range(n)])
     if hasattr(b, "sync"):  # the memory engine: its write-behind has committed it
         b.sync()
+
+
+def one_bulk_in(tmp_path: Path, kind: str = "sqlite") -> tuple[Any, Queue, Any, str, int]:
+    """A file of ``kind`` holding one bulk: backend, queue, checkpointer, path, and the WAL
+    pages a bulk takes."""
+    b, path = open_(tmp_path, kind)
+    q = Queue("q", b)
+    bulk(q, b)
+    return b, q, checkpointer(b), path, os.path.getsize(path + "-wal") // PAGE
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -63,12 +73,8 @@ def test_the_wal_is_checkpointed_off_the_writers_path(tmp_path: Path, kind: str)
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_wal_stays_bounded_under_a_writer_that_never_pauses(tmp_path: Path,
                                                                kind: str) -> None:  # fmt: skip
-    b, path = open_(tmp_path, kind)
+    b, q, cp, path, per_bulk = one_bulk_in(tmp_path, kind)
     try:
-        q = Queue("q", b)
-        cp = checkpointer(b)
-        bulk(q, b)
-        per_bulk = os.path.getsize(path + "-wal") // PAGE
         for _ in range(2 * cp.limit // per_bulk):  # twice the limit's worth of frames
             bulk(q, b)
         assert os.path.getsize(path + "-wal") // PAGE <= cp.limit + 2 * per_bulk
@@ -80,12 +86,8 @@ def test_the_wal_stays_bounded_under_a_writer_that_never_pauses(tmp_path: Path,
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_commit_past_the_limit_waits_for_a_running_checkpoint_then_copies_the_rest(
         tmp_path: Path, kind: str) -> None:  # fmt: skip
-    b, path = open_(tmp_path, kind)
+    b, q, cp, path, per_bulk = one_bulk_in(tmp_path, kind)
     try:
-        q = Queue("q", b)
-        cp = checkpointer(b)
-        bulk(q, b)
-        per_bulk = os.path.getsize(path + "-wal") // PAGE
         base = os.path.getsize(path)
         done = threading.Event()
 
@@ -129,13 +131,9 @@ def test_the_wal_stays_bounded_with_writers_in_two_processes(tmp_path: Path) -> 
     # Each process has its own checkpointer; a checkpoint of one copies what it saw while
     # the other appends (or fails busy against the other's), so past the limit every
     # commit tries, and past twice the limit the thread holds the writers off (RESTART).
-    path = str(tmp_path / "ckpt.db")
-    b = connect(f"sqlite:///{path}")
+    b, q, cp, path, per_bulk = one_bulk_in(tmp_path)
     try:
-        q = Queue("q", b)
-        limit = b._checkpointer.limit
-        bulk(q, b)
-        per_bulk = os.path.getsize(path + "-wal") // PAGE
+        limit = cp.limit
         bulks = 2 * limit // per_bulk  # each: four times the limit's worth between them
         procs = [subprocess.Popen([sys.executable, "-c", WRITER, f"sqlite:///{path}", str(bulks)])
                  for _ in range(2)]  # fmt: skip
@@ -158,18 +156,12 @@ def test_a_reader_of_an_old_snapshot_costs_wal_length_never_a_long_stall(tmp_pat
     # The RESTART past twice the limit cannot restart the WAL while a reader keeps an old
     # snapshot; it waits RESTART_WAIT_MS for it on the thread, never a commit's busy
     # timeout (10 s), and after two that failed it pauses.
-    import apsw
-
-    path = str(tmp_path / "ckpt.db")
-    b = connect(f"sqlite:///{path}")
+    b, q, cp, path, per_bulk = one_bulk_in(tmp_path)
     try:
-        q = Queue("q", b)
-        limit = b._checkpointer.limit
-        bulk(q, b)
-        per_bulk = os.path.getsize(path + "-wal") // PAGE
+        limit = cp.limit
         reader = apsw.Connection(path)
         reader.execute("BEGIN")
-        assert reader.execute("SELECT COUNT(*) FROM jobs").fetchall() is not None
+        reader.execute("SELECT COUNT(*) FROM jobs").fetchall()  # its snapshot, held
         slowest, n = 0.0, 3 * limit // per_bulk
         for _ in range(n):
             t0 = time.monotonic()
