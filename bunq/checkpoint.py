@@ -50,43 +50,34 @@ class Checkpointer:
         self._stopped = False
 
     def hint(self, conn: apsw.Connection, dbname: str, pages: int) -> int:
-        # Called after every commit. While the WAL stays long (a producer outruns the
-        # checkpoints), look once per ``pages // 4`` new frames, not per commit: a
-        # wake-up per commit cost a lone producer ~10 us (lock, notify, GIL).
+        # Called after every commit. Below the limit, look once per ``pages // 4`` new
+        # frames (a wake-up per commit cost a lone producer ~10 us: lock, notify, GIL),
+        # but never past the limit: the commit that reaches it must see it. Past the
+        # limit, look at every commit until the WAL restarts.
         if pages < self._due:
             if pages < self.pages:
                 self._due = self.pages  # the WAL restarted
             return 0
-        if self.limit <= pages < 2 * self.limit:
-            # The thread has not caught up (commits came faster than a checkpoint
-            # ends), and the WAL only starts over once every frame is copied back:
-            # this commit waits for the thread's checkpoint (a second one would only
-            # fail busy, and the WAL grew on: CI saw 4,533 frames against 4,272) and
-            # copies the rest itself. The thread copied most frames by now, so this
-            # is short, and the next write transaction restarts the WAL. Unless a
-            # writer in another process appended meanwhile (or its checkpoint made
-            # this one fail busy): so every commit past the limit tries again, of
-            # either process, and copies the few frames added since (one try per 250
-            # frames let two processes' tries meet, and the WAL grew to 80,000 frames
-            # in 5 s of bench/peers.py's W4, a producer and a worker process).
-            self._due = pages + 1
-            if not self._stopped:
-                with self._running, contextlib.suppress(apsw.Error):  # busy: another process
-                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-            return 0
-        if pages >= 2 * self.limit:
-            # Writers in several processes that never pause can keep that up. Past
-            # twice the limit the thread runs a RESTART checkpoint: it holds every
-            # writer off while it copies the rest, then waits for readers to leave
-            # the WAL, so the next write starts it over. It waits RESTART_WAIT_MS at
-            # most (a reader of an old snapshot keeps the WAL anyway), on the thread:
-            # a writer's commit would wait its whole busy timeout (10 s).
-            self._restart = True
-            self._due = pages + 1  # until it does, every commit asks again
-        else:  # the next look is never past the limit: the commit that reaches it must see it
-            self._due = min(pages + self.pages // 4, self.limit)
+        self._due = pages + 1 if pages >= self.limit else \
+            min(pages + self.pages // 4, self.limit)  # fmt: skip
         if self._stopped:
             return 0
+        if self.limit <= pages < 2 * self.limit:
+            # The thread has not caught up, and the WAL only starts over once every
+            # frame is copied back: wait for the thread's checkpoint (a second one would
+            # only fail busy) and copy the rest, which is short; the next write then
+            # restarts the WAL, unless a writer in another process appended meanwhile,
+            # and then the next commit of either tries again (docs/sqlite.md).
+            with self._running, contextlib.suppress(apsw.Error):  # busy: another process
+                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            return 0
+        if pages >= 2 * self.limit:
+            # Writers in several processes that never pause kept that up: the thread
+            # runs a RESTART, which holds every writer off while it copies the rest and
+            # then waits for readers to leave the WAL. On the thread, it waits
+            # RESTART_WAIT_MS at most; a commit would wait its busy timeout (10 s) for a
+            # reader of an old snapshot, which keeps the WAL anyway.
+            self._restart = True
         if self._thread is None:
             with self._lock:
                 if self._thread is None:
