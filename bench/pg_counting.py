@@ -28,13 +28,12 @@ append ways show what writing the count later would save.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import statistics
-import time
 import uuid
 from typing import Any
 
-from pg_w1 import PAYLOAD, cpu_ns, wal
+from pg_w1 import Timing, report, row_maker, timed
 from use_tree import use_tree
 
 DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -107,42 +106,24 @@ def main() -> None:
     import psycopg
 
     from bunq import Queue, connect
-    from bunq.backends.sql.pgconn import insert_row
-    from bunq.job import new_job_id
 
     schema = f"bunq_count_{uuid.uuid4().hex[:8]}"
     backend: Any = connect(f"{args.dsn}{'&' if '?' in args.dsn else '?'}schema={schema}")
     try:
-        rows: list[dict[str, Any]] = []
-        real = backend._insert  # one row as bunq builds it, then fresh ids
-        backend._insert = lambda cur, r: (rows.append(dict(r[0])), real(cur, r))[1]
-        Queue("w1", backend).add("job", PAYLOAD)
-        backend._insert = real
+        row = row_maker(backend, Queue("w1", backend))
         with psycopg.connect(args.dsn, autocommit=True) as raw:
             raw.execute(f'SET search_path = "{schema}"')
             sqls = setup(raw)
-            pid = raw.info.backend_pid
-            res: dict[str, list[tuple[float, float | None, float]]] = {w: [] for w in WAYS}
+            res: dict[str, list[Timing]] = {w: [] for w in WAYS}
             for _ in range(args.rounds):
                 for way in WAYS:
-                    for _ in range(10):
-                        raw.execute(sqls[way], [new_job_id(), *insert_row(rows[0])[1:]])
-                    s0, w0, t0 = cpu_ns(pid), wal(raw), time.perf_counter()
-                    for _ in range(args.n):
-                        raw.execute(sqls[way], [new_job_id(), *insert_row(rows[0])[1:]])
-                    dt, w1, s1 = time.perf_counter() - t0, wal(raw), cpu_ns(pid)
-                    cpu = None if s0 is None or s1 is None else (s1 - s0) / args.n / 1000
-                    res[way].append((dt / args.n * 1e6, cpu, (w1 - w0) / args.n))
+                    fn = functools.partial(lambda sql: raw.execute(sql, row()), sqls[way])
+                    res[way].append(timed(fn, args.n, raw, raw.info.backend_pid))
     finally:
         backend.close()
         with psycopg.connect(args.dsn, autocommit=True) as c:
             c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    print(f"{'way':15s} {'wall µs':>8s} {'server CPU µs':>14s} {'WAL B':>6s}")
-    for way, r in res.items():
-        cpus = [c for _, c, _ in r if c is not None]
-        cpu_s = f"{statistics.median(cpus):14.0f}" if cpus else f"{'-':>14s}"
-        print(f"{way:15s} {statistics.median(x[0] for x in r):8.0f} {cpu_s}"
-              f" {statistics.median(x[2] for x in r):6.0f}")  # fmt: skip
+    report("way", res)
 
 
 if __name__ == "__main__":

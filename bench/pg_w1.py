@@ -74,9 +74,7 @@ def main() -> None:
 
 
 def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
-    from bunq.backends.sql.pgconn import insert_row
     from bunq.backends.sql.queries import INSERT_COLS
-    from bunq.job import new_job_id
 
     raw.execute(f'SET search_path = "{schema}"')
     raw.execute("CREATE TABLE rawt (id BIGSERIAL PRIMARY KEY, state SMALLINT NOT NULL,"
@@ -85,18 +83,11 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     raw.execute("CREATE TABLE jobs_np (LIKE jobs INCLUDING DEFAULTS)")
     raw.execute("ALTER TABLE jobs_np ADD PRIMARY KEY (id)")
     raw.execute("CREATE INDEX jobs_np_queue ON jobs_np (queue, state, priority DESC, ord_at, seq)")
-    rows: list[dict[str, Any]] = []
-    real = backend._insert  # one row as bunq builds it, then fresh ids
-    backend._insert = lambda cur, r: (rows.append(dict(r[0])), real(cur, r))[1]
-    q.add("job", PAYLOAD)
-    backend._insert = real
+    row = row_maker(backend, q)
     stmt = backend._insert_sqls[1]
     plain = (f"INSERT INTO jobs ({', '.join(INSERT_COLS)})"
              f" VALUES ({', '.join(['%s'] * len(INSERT_COLS))})")  # fmt: skip
     plain_np = plain.replace("INTO jobs ", "INTO jobs_np ")
-
-    def row() -> list[Any]:
-        return [new_job_id(), *insert_row(rows[0])[1:]]
 
     def tail() -> list[Any]:
         return list(backend._insert_tail)
@@ -120,21 +111,49 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
             raw.execute(f"ALTER TABLE jobs {'ENABLE' if triggers else 'DISABLE'} TRIGGER USER")
             bell(held)
             pid = bunq_pid if name == "Queue.add" else raw.info.backend_pid
-            for _ in range(10):
-                fn()
-            s0, w0, t0 = cpu_ns(pid), wal(raw), time.perf_counter()
-            for _ in range(args.n):
-                fn()
-            dt, w1, s1 = time.perf_counter() - t0, wal(raw), cpu_ns(pid)
-            cpu = None if s0 is None or s1 is None else (s1 - s0) / args.n / 1000
-            res[name].append((dt / args.n * 1e6, cpu, (w1 - w0) / args.n))
+            res[name].append(timed(fn, args.n, raw, pid))
     raw.execute("ALTER TABLE jobs ENABLE TRIGGER USER")
     bell(False)
-    print(f"{'case':14s} {'wall µs':>8s} {'server CPU µs':>14s} {'WAL B':>6s}")
+    report("case", res)
+
+
+def row_maker(backend: Any, q: Any) -> Callable[[], list[Any]]:
+    """Fresh rows (``INSERT_COLS`` values, a new id each) as bunq builds one for
+    ``q.add("job", PAYLOAD)``."""
+    from bunq.backends.sql.pgconn import insert_row
+    from bunq.job import new_job_id
+
+    rows: list[dict[str, Any]] = []
+    real = backend._insert  # one row as bunq builds it
+    backend._insert = lambda cur, r: (rows.append(dict(r[0])), real(cur, r))[1]
+    q.add("job", PAYLOAD)
+    backend._insert = real
+    return lambda: [new_job_id(), *insert_row(rows[0])[1:]]
+
+
+Timing = tuple[float, float | None, float]  # wall µs, server CPU µs (None: remote), WAL B
+
+
+def timed(fn: Callable[[], Any], n: int, raw: Any, pid: int) -> Timing:
+    """``fn`` n times (after 10 untimed): per call, the wall time, backend ``pid``'s CPU
+    and the WAL written (read on ``raw``)."""
+    for _ in range(10):
+        fn()
+    s0, w0, t0 = cpu_ns(pid), wal(raw), time.perf_counter()
+    for _ in range(n):
+        fn()
+    dt, w1, s1 = time.perf_counter() - t0, wal(raw), cpu_ns(pid)
+    cpu = None if s0 is None or s1 is None else (s1 - s0) / n / 1000
+    return dt / n * 1e6, cpu, (w1 - w0) / n
+
+
+def report(label: str, res: dict[str, list[Timing]]) -> None:
+    """One line per case: the medians of its rounds."""
+    print(f"{label:15s} {'wall µs':>8s} {'server CPU µs':>14s} {'WAL B':>6s}")
     for name, r in res.items():
         cpus = [c for _, c, _ in r if c is not None]
         cpu = f"{statistics.median(cpus):14.0f}" if cpus else f"{'-':>14s}"
-        print(f"{name:14s} {statistics.median(x[0] for x in r):8.0f} {cpu}"
+        print(f"{name:15s} {statistics.median(x[0] for x in r):8.0f} {cpu}"
               f" {statistics.median(x[2] for x in r):6.0f}")  # fmt: skip
 
 
