@@ -40,6 +40,7 @@ PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v
 
 
 RAWT = "INSERT INTO rawt (state, data) VALUES (0, %s)"
+Timing = tuple[float, float | None, float]  # wall µs, server CPU µs (None: remote), WAL B
 
 
 def main() -> None:
@@ -105,7 +106,7 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     conn = backend._checkout()  # the connection the adds use (the spare, after one)
     bunq_pid = conn.info.backend_pid
     backend._release(conn)
-    res: dict[str, list[tuple[float, float | None, float]]] = {k: [] for k in cases}
+    res: dict[str, list[Timing]] = {k: [] for k in cases}
     for _ in range(args.rounds):
         for name, (fn, triggers, held) in cases.items():
             raw.execute(f"ALTER TABLE jobs {'ENABLE' if triggers else 'DISABLE'} TRIGGER USER")
@@ -129,9 +130,6 @@ def row_maker(backend: Any, q: Any) -> Callable[[], list[Any]]:
     q.add("job", PAYLOAD)
     backend._insert = real
     return lambda: [new_job_id(), *insert_row(rows[0])[1:]]
-
-
-Timing = tuple[float, float | None, float]  # wall µs, server CPU µs (None: remote), WAL B
 
 
 def timed(fn: Callable[[], Any], n: int, raw: Any, pid: int) -> Timing:
