@@ -85,7 +85,7 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     raw.execute("ALTER TABLE jobs_np ADD PRIMARY KEY (id)")
     raw.execute("CREATE INDEX jobs_np_queue ON jobs_np (queue, state, priority DESC, ord_at, seq)")
     row = row_maker(backend, q)
-    stmt = backend._insert_sqls[1]
+    stmt = backend._insert_sql(1)
     plain = (f"INSERT INTO jobs ({', '.join(INSERT_COLS)})"
              f" VALUES ({', '.join(['%s'] * len(INSERT_COLS))})")  # fmt: skip
     plain_np = plain.replace("INTO jobs ", "INTO jobs_np ")

@@ -47,6 +47,7 @@ from .pgconn import (
     probe,
     translate_errors,
 )
+from .pgplain import PlainInsert
 from .queries import COUNT_FN_REV, INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
 from .store import SqlBackend, all_plain
 
@@ -132,6 +133,7 @@ class PostgresBackend(SqlBackend):
         self._insert_tail = [tail[k] for k in _NAMED.findall(named)]
         self._insert_tmpl = _NAMED.sub("%s", named)
         self._insert_sqls: dict[int, str] = {}
+        self._plain_insert = PlainInsert(self._insert_sql)
         self._plain_cur: psycopg.Cursor[Any] | None = None  # see _collect
         self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
         try:
@@ -329,18 +331,23 @@ class PostgresBackend(SqlBackend):
         finally:
             self._release(conn)
 
-    def _insert(self, cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
-        sql = self._insert_sqls.get(len(rows))
+    def _insert_sql(self, n: int) -> str:
+        """The plain-add statement for ``n`` rows (``%s`` placeholders)."""
+        sql = self._insert_sqls.get(n)
         if sql is None:
             one = "(" + ", ".join(["%s"] * len(INSERT_COLS)) + ")"
-            sql = self._insert_sqls[len(rows)] = self._insert_tmpl.replace(
-                "{values}", ", ".join([one] * len(rows)))  # fmt: skip
+            sql = self._insert_sqls[n] = self._insert_tmpl.replace(
+                "{values}", ", ".join([one] * n))  # fmt: skip
+        return sql
+
+    def _insert(self, cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
         if len(rows) == 1:
             params = [*insert_row(rows[0]), *self._insert_tail]
         else:
             params = [v for r in rows for v in insert_row(r)]
             params += self._insert_tail
-        cur.execute(sql, params)
+        if not self._plain_insert.run(cur.connection, len(rows), params):
+            cur.execute(self._insert_sql(len(rows)), params)
 
     def add(self, jobs: Sequence[NewJob]) -> list[Job]:
         """Admit jobs (see Backend.add); plain ones share one INSERT or COPY."""
