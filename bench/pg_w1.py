@@ -5,7 +5,8 @@
 
 Interleaved cases, each n single-row autocommit statements (one WAL flush each) in a
 fresh schema; medians of the rounds: wall µs per call, the server backend's CPU µs per
-call (``/proc/<pid>/schedstat``: only with a local server) and WAL bytes per call.
+call (``/proc/<pid>/schedstat``: only with a local server), this process's CPU µs per
+call (every thread: the client's part) and WAL bytes per call.
 
 - ``rawt``: a 3-column table (raw_pg's row in bench/peers.py), the commit's floor;
 - ``jobs``: bunq's row into bunq's jobs table, counter triggers disabled, no NOTIFY;
@@ -14,7 +15,10 @@ call (``/proc/<pid>/schedstat``: only with a local server) and WAL bytes per cal
 - ``jobs+notify``: the same through the plain-add statement, triggers disabled, the
   NOTIFY forced (a listener holds the bell);
 - ``jobs+trigger``: bunq's row with the counter trigger, no NOTIFY;
-- ``statement``: the plain-add statement as bunq sends it (trigger, no listener);
+- ``statement``: the plain-add statement through psycopg's ``execute`` (trigger, no
+  listener);
+- ``statement, libpq``: the same statement as bunq sends it, prepared and run through
+  libpq by ``bunq/backends/sql/pgplain.py`` (not in a ``--tree`` from before it);
 - ``Queue.add``: the whole call.
 
 Instructions per add of the client: run ``--once`` under callgrind at two sizes and
@@ -40,7 +44,8 @@ PAYLOAD = {"user": 12345, "email": "someone@example.com", "template": "welcome-v
 
 
 RAWT = "INSERT INTO rawt (state, data) VALUES (0, %s)"
-Timing = tuple[float, float | None, float]  # wall µs, server CPU µs (None: remote), WAL B
+Timing = tuple[float, float | None, float, float]  # wall µs, server CPU µs (None: remote),
+# WAL B, client CPU µs (this process, every thread)
 
 
 def main() -> None:
@@ -85,7 +90,8 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     raw.execute("ALTER TABLE jobs_np ADD PRIMARY KEY (id)")
     raw.execute("CREATE INDEX jobs_np_queue ON jobs_np (queue, state, priority DESC, ord_at, seq)")
     row = row_maker(backend, q)
-    stmt = backend._insert_sql(1)
+    # (a tree from before session 14 keeps the statements in a dict filled by the adds)
+    stmt = backend._insert_sql(1) if hasattr(backend, "_insert_sql") else backend._insert_sqls[1]
     plain = (f"INSERT INTO jobs ({', '.join(INSERT_COLS)})"
              f" VALUES ({', '.join(['%s'] * len(INSERT_COLS))})")  # fmt: skip
     plain_np = plain.replace("INTO jobs ", "INTO jobs_np ")
@@ -93,6 +99,12 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
     def tail() -> list[Any]:
         return list(backend._insert_tail)
 
+    try:
+        from bunq.backends.sql.pgplain import PlainInsert
+
+        libpq = PlainInsert(lambda n: stmt).run
+    except ImportError:  # a tree from before session 14
+        libpq = None
     bell = psycopg_listener(args.dsn, backend._bell)
     cases: dict[str, tuple[Callable[[], Any], bool, bool]] = {  # fn, triggers on, bell held
         "rawt": (lambda: raw.execute(RAWT, (b"x" * 100,)), True, False),
@@ -101,8 +113,11 @@ def parts(args: Any, backend: Any, q: Any, raw: Any, schema: str) -> None:
         "jobs+notify": (lambda: raw.execute(stmt, [*row(), *tail()]), False, True),
         "jobs+trigger": (lambda: raw.execute(plain, row()), True, False),
         "statement": (lambda: raw.execute(stmt, [*row(), *tail()]), True, False),
+        "statement, libpq": (lambda: libpq(raw, 1, [*row(), *tail()]), True, False),
         "Queue.add": (lambda: q.add("job", PAYLOAD), True, False),
     }
+    if libpq is None:
+        del cases["statement, libpq"]
     conn = backend._checkout()  # the connection the adds use (the spare, after one)
     bunq_pid = conn.info.backend_pid
     backend._release(conn)
@@ -137,21 +152,23 @@ def timed(fn: Callable[[], Any], n: int, raw: Any, pid: int) -> Timing:
     and the WAL written (read on ``raw``)."""
     for _ in range(10):
         fn()
-    s0, w0, t0 = cpu_ns(pid), wal(raw), time.perf_counter()
+    s0, w0, c0, t0 = cpu_ns(pid), wal(raw), time.process_time(), time.perf_counter()
     for _ in range(n):
         fn()
-    dt, w1, s1 = time.perf_counter() - t0, wal(raw), cpu_ns(pid)
+    dt, c1, w1, s1 = time.perf_counter() - t0, time.process_time(), wal(raw), cpu_ns(pid)
     cpu = None if s0 is None or s1 is None else (s1 - s0) / n / 1000
-    return dt / n * 1e6, cpu, (w1 - w0) / n
+    return dt / n * 1e6, cpu, (w1 - w0) / n, (c1 - c0) / n * 1e6
 
 
 def report(label: str, res: dict[str, list[Timing]]) -> None:
     """One line per case: the medians of its rounds."""
-    print(f"{label:15s} {'wall µs':>8s} {'server CPU µs':>14s} {'WAL B':>6s}")
+    print(f"{label:17s} {'wall µs':>8s} {'server CPU µs':>14s} {'client CPU µs':>14s}"
+          f" {'WAL B':>6s}")  # fmt: skip
     for name, r in res.items():
-        cpus = [c for _, c, _ in r if c is not None]
+        cpus = [x[1] for x in r if x[1] is not None]
         cpu = f"{statistics.median(cpus):14.0f}" if cpus else f"{'-':>14s}"
-        print(f"{name:15s} {statistics.median(x[0] for x in r):8.0f} {cpu}"
+        print(f"{name:17s} {statistics.median(x[0] for x in r):8.0f} {cpu}"
+              f" {statistics.median(x[3] for x in r):14.0f}"
               f" {statistics.median(x[2] for x in r):6.0f}")  # fmt: skip
 
 
