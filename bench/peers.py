@@ -415,7 +415,7 @@ def memory(work: str, n: int) -> dict[str, Any]:
     return {"n": n, "per_s": round(n / dt)}
 
 
-def tcp(server_kind: str, mode: str, n: int) -> dict[str, Any]:
+def tcp(server_kind: str, mode: str, n: int, stub_delay_ms: float = 0.0) -> dict[str, Any]:
     """One server (bunq serve on its default engine, or bunqueue's) and its JS client."""
     sys.path.append(str(BENCH))
     import server as srv_bench
@@ -424,7 +424,7 @@ def tcp(server_kind: str, mode: str, n: int) -> dict[str, Any]:
         bun=JS / "node_modules/.bin/bun", bunqueue_dir=JS,
         bunq_backend="memory://?data={tmp}/bunq-data.db")  # fmt: skip
     if server_kind == "stub":
-        return stub_py_single(n)
+        return stub_py_single(n, stub_delay_ms)
     with tempfile.TemporaryDirectory(prefix="bunq-peers-") as scratch:
         args.client = Path(scratch) / srv_bench.CLIENT.name
         shutil.copy(srv_bench.CLIENT, args.client)
@@ -487,14 +487,15 @@ def py_single(port: int, n: int, server_pid: int) -> dict[str, Any]:
     }
 
 
-def stub_py_single(n: int) -> dict[str, Any]:
+def stub_py_single(n: int, delay_ms: float = 0.0) -> dict[str, Any]:
     """:func:`py_single` against :func:`stub_server` in its own process: what the
     client, sharing the machine's cores with a server, manages when the server
     does no work at all (the row's client-bound limit)."""
     import server as srv_bench
 
     port = srv_bench.free_port()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "--stub", str(port)],
+    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "--stub", str(port),
+                             "--stub-delay", str(delay_ms)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         srv_bench.wait_port(port)
@@ -507,25 +508,39 @@ def stub_py_single(n: int) -> dict[str, Any]:
     return res
 
 
-def stub_server(port: int) -> None:
-    """A TCP server that answers every request frame at once, with the reply shape
-    ``bunq serve`` gives a PUSH (``{ok, id, reqId}``) and no work behind it."""
+def stub_server(port: int, delay_ms: float = 0.0) -> None:
+    """A TCP server that answers every request frame with the reply shape ``bunq
+    serve`` gives a PUSH (``{ok, id, reqId}``) and no work behind it: at once, the
+    answers to one read in one write, or (``delay_ms`` > 0) after that long, every
+    answer due meanwhile in one write (fewer, larger replies for the client to read)."""
     import asyncio
     import itertools
 
     from bunq.protocol import FrameDecoder, encode  # the server's own framing
 
     ids = itertools.count(1)
+    delay = delay_ms / 1000
 
     class Stub(asyncio.Protocol):
         def connection_made(self, transport: Any) -> None:
             self.transport, self.dec = transport, FrameDecoder()
+            self.out: list[bytes] = []
+            self.due: Any = None
 
         def data_received(self, data: bytes) -> None:
-            out = [encode({"ok": True, "id": str(next(ids)), "reqId": msg.get("reqId")})
-                   for msg in self.dec.feed(data)]  # fmt: skip
-            if out:
-                self.transport.write(b"".join(out))
+            self.out += [encode({"ok": True, "id": str(next(ids)), "reqId": msg.get("reqId")})
+                         for msg in self.dec.feed(data)]  # fmt: skip
+            if not self.out:
+                return
+            if delay <= 0:
+                self.flush()
+            elif self.due is None:
+                self.due = asyncio.get_running_loop().call_later(delay, self.flush)
+
+        def flush(self) -> None:
+            self.due = None
+            self.transport.write(b"".join(self.out))
+            self.out = []
 
     async def serve() -> None:
         srv = await asyncio.get_running_loop().create_server(Stub, "127.0.0.1", port)
@@ -618,6 +633,8 @@ def main() -> None:
     ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)  # system work n
     ap.add_argument("--tcp", nargs=3, help=argparse.SUPPRESS)  # server mode n
     ap.add_argument("--stub", type=int, help=argparse.SUPPRESS)  # port: stub_server
+    ap.add_argument("--stub-delay", type=float, default=0.0,
+                    help="ms the stub holds its answers (--tcp stub py_single N)")  # fmt: skip
     args = ap.parse_args()
     if args.setup:
         setup()
@@ -626,10 +643,10 @@ def main() -> None:
         print(json.dumps(one(args.one[0], args.one[1], int(args.one[2]))))
         return
     if args.stub:
-        stub_server(args.stub)
+        stub_server(args.stub, args.stub_delay)
         return
     if args.tcp:
-        print(json.dumps(tcp(args.tcp[0], args.tcp[1], int(args.tcp[2]))))
+        print(json.dumps(tcp(args.tcp[0], args.tcp[1], int(args.tcp[2]), args.stub_delay)))
         return
     if not (VENV / "bin/python").exists():
         sys.exit(f"no peers venv at {VENV}: run python bench/peers.py --setup")
