@@ -11,11 +11,14 @@ documented ``pgconn``: one prepared statement per row count per connection, name
 raises for the same result (``psycopg.errors.error_from_result``), and a broken
 connection as ``OperationalError``, so the caller's handling is the same for both ways.
 Any other parameter type, or a connection whose client encoding is not UTF-8, takes
-psycopg's way.
+psycopg's way. libpq blocks with the GIL released; a KeyboardInterrupt then takes effect
+when the server has answered (psycopg's own wait would cancel the statement).
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,13 +28,15 @@ from psycopg import errors as pge
 from psycopg import pq
 
 _OK = (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)
+_PLACEHOLDER = re.compile("%%|%s")
 _GONE = b"26000"  # invalid_sql_statement_name: the server lost the statement (DISCARD ALL)
 
 
 def numbered(template: str) -> str:
-    """``template`` with its ``%s`` placeholders as ``$1, $2, ...``."""
-    parts = template.split("%s")
-    return "".join(f"{p}${i}" for i, p in enumerate(parts[:-1], 1)) + parts[-1]
+    """``template`` (psycopg's format: ``%s`` placeholders, ``%%`` a percent sign) with
+    its placeholders as ``$1, $2, ...``."""
+    n = itertools.count(1)
+    return _PLACEHOLDER.sub(lambda m: "%" if m.group() == "%%" else f"${next(n)}", template)
 
 
 def dumped(params: list[Any]) -> tuple[list[bytes | None], list[int]] | None:

@@ -112,3 +112,4 @@ def test_parameters_it_does_not_dump_are_left_to_psycopg() -> None:
     assert dumped([True]) is None
     assert dumped([1.5]) is None
     assert numbered("VALUES (%s, %s) WHERE %s") == "VALUES ($1, $2) WHERE $3"
+    assert numbered("WHERE a LIKE 'x%%' AND b = %s") == "WHERE a LIKE 'x%' AND b = $1"
