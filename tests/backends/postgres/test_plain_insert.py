@@ -113,3 +113,32 @@ def test_parameters_it_does_not_dump_are_left_to_psycopg() -> None:
     assert dumped([1.5]) is None
     assert numbered("VALUES (%s, %s) WHERE %s") == "VALUES ($1, $2) WHERE $3"
     assert numbered("WHERE a LIKE 'x%%' AND b = %s") == "WHERE a LIKE 'x%' AND b = $1"
+
+
+def test_concurrent_producers_admit_and_count_every_job_once(pg: Any) -> None:
+    import threading
+
+    b = pg({"pool_max": 4})
+    per, producers = 300, 8
+    ids: list[list[str]] = [[] for _ in range(producers)]
+    go = threading.Barrier(producers)
+
+    def produce(i: int) -> None:
+        go.wait()
+        for k in range(per):
+            ids[i].append(b.add([new_job("q", "job", {"p": i, "k": k}, {})])[0].id)
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(producers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    every = [j for got in ids for j in got]
+    assert len(every) == len(set(every)) == per * producers
+    assert b.counts("q")[JobState.WAITING] == per * producers
+    leased = b.lease("q", per * producers, 30_000)
+    assert sorted(le.job.id for le in leased) == sorted(every)
+    seen: dict[int, list[int]] = {}
+    for le in leased:
+        seen.setdefault(le.job.data["p"], []).append(le.job.data["k"])
+    assert all(sorted(ks) == list(range(per)) for ks in seen.values())
