@@ -9,7 +9,10 @@ of the rounds: wall µs per add, the server backend's CPU µs per add
 (``/proc/<pid>/schedstat``: a local server only) and WAL bytes per add.
 
 - ``none``: no counting (the floor of the row);
-- ``bunq``: bunq's own table and triggers (TRIGGERS_PG);
+- ``bunq``: bunq's own plain-add statement (the NOTIFY part with no listener, schema v3:
+  the statement appends its count, the row trigger skips it) on bunq's own table;
+- ``v2``: the same statement as schema v2 sent it, counted by v2's statement trigger
+  (a transition table; the counter row's ``UPDATE`` by key for a lone row);
 - ``row``: a row trigger doing the counter row's ``UPDATE`` by key;
 - ``marked``: the statement trigger only for statements marked bulk (its ``WHEN``),
   a row trigger for the rest (tried in session 13: the transition table is filled
@@ -38,7 +41,7 @@ from use_tree import use_tree
 
 DSN = "postgresql://postgres@127.0.0.1:5432/test"
 SLOT = "pg_backend_pid() %% 16"  # (psycopg: a literal %)
-WAYS = ("none", "bunq", "row", "marked", "cte-update", "cte-append", "trigger-append")
+WAYS = ("none", "bunq", "v2", "row", "marked", "cte-update", "cte-append", "trigger-append")
 # The statement trigger's body, single-row branch {one} (the general upsert after it).
 STMT_FN = """CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $f$
  DECLARE q text; st text; BEGIN
@@ -52,13 +55,13 @@ UPDATE_ONE = ("UPDATE {c} SET n = n + 1 WHERE queue = {q} AND state = {st}"
 MARKED = "current_setting('bunq.bulk', true) = 'on'"
 
 
-def setup(raw: Any) -> dict[str, str]:
+def setup(raw: Any, backend: Any) -> dict[str, str]:
     """The tables, triggers and each way's statement (with %s for the row's values)."""
     from bunq.backends.sql.queries import INSERT_COLS
 
     cols = ", ".join(INSERT_COLS)
     values = "VALUES (" + ", ".join(["%s"] * len(INSERT_COLS)) + ")"
-    sqls = {"bunq": f"INSERT INTO jobs ({cols}) {values}"}
+    sqls = {"bunq": backend._insert_sql(1)}
     for i, way in enumerate(WAYS):
         if way == "bunq":
             continue
@@ -77,7 +80,7 @@ def setup(raw: Any) -> dict[str, str]:
             when = f" WHEN (({MARKED}) IS NOT TRUE)" if way == "marked" else ""
             raw.execute(f"CREATE TRIGGER t{i}r AFTER INSERT ON {j} FOR EACH ROW{when}"
                         f" EXECUTE FUNCTION f{i}r()")  # fmt: skip
-        if way in ("marked", "trigger-append"):
+        if way in ("marked", "trigger-append", "v2"):
             if way == "trigger-append":
                 single = f"INSERT INTO {d} VALUES (q, st, 1); RETURN NULL;"
             else:
@@ -86,6 +89,10 @@ def setup(raw: Any) -> dict[str, str]:
             when = f" WHEN ({MARKED})" if way == "marked" else ""
             raw.execute(f"CREATE TRIGGER t{i}s AFTER INSERT ON {j} REFERENCING NEW TABLE AS nt"
                         f" FOR EACH STATEMENT{when} EXECUTE FUNCTION f{i}s()")  # fmt: skip
+        if way == "v2":
+            sqls[way] = (f"WITH ins AS (INSERT INTO {j} ({cols}) {values} RETURNING queue)"
+                         " SELECT pg_notify(%s, q) FROM (SELECT DISTINCT queue AS q FROM ins)"
+                         " AS x WHERE NOT pg_try_advisory_xact_lock(%s::int, %s::int)")  # fmt: skip
         ins = f"WITH ins AS (INSERT INTO {j} ({cols}) {values} RETURNING queue, state)"
         if way == "cte-update":
             sqls[way] = (f"{ins} UPDATE {c} SET n = {c}.n + 1 FROM ins WHERE {c}.queue = ins.queue"
@@ -113,11 +120,14 @@ def main() -> None:
         row = row_maker(backend, Queue("w1", backend))
         with psycopg.connect(args.dsn, autocommit=True) as raw:
             raw.execute(f'SET search_path = "{schema}"')
-            sqls = setup(raw)
+            sqls = setup(raw, backend)
+            tail = backend._insert_tail  # the NOTIFY part's parameters
             res: dict[str, list[Timing]] = {w: [] for w in WAYS}
             for _ in range(args.rounds):
                 for way in WAYS:
-                    fn = functools.partial(lambda sql: raw.execute(sql, row()), sqls[way])
+                    extra = tail if way in ("bunq", "v2") else []
+                    fn = functools.partial(lambda sql, x: raw.execute(sql, [*row(), *x]),
+                                           sqls[way], extra)  # fmt: skip
                     res[way].append(timed(fn, args.n, raw, raw.info.backend_pid))
     finally:
         backend.close()

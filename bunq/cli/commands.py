@@ -266,9 +266,9 @@ def cmd_migrate(args: argparse.Namespace, be: Backend) -> int:
     if callable(migrate):
         version = migrate()
     elif be.kind in ("sqlite", "sql"):
-        from ..backends.sql.queries import SCHEMA_VERSION
+        from ..backends.sql.queries import SQLITE_SCHEMA_VERSION
 
-        version = SCHEMA_VERSION  # the SQLite backend creates/upgrades its schema on open
+        version = SQLITE_SCHEMA_VERSION  # the SQLite backend upgrades its schema on open
     else:
         version = None
     out(args, {"backend": be.kind, "schema_version": version},

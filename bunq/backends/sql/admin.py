@@ -168,6 +168,9 @@ class SqlAdmin(SqlCore):
             # this commit and registers it again; then the counter rows, held to the
             # commit (see "obliterate_lock_counts"), so an add that bumped one of them
             # keeps its job, registration and count, or loses all three.
+            later = "obliterate_deltas" in self._sql  # PostgreSQL: counts appended later
+            if later:  # held to the commit: a job and its appended count go together
+                tx.q("obliterate_lock_deltas")
             tx.q("obliterate_queue", queue=queue)
             tx.q("obliterate_lock_counts", queue=queue)
             while True:  # set-based, in bounded batches (each row's attempts and logs too)
@@ -177,6 +180,8 @@ class SqlAdmin(SqlCore):
                     break
             for name in ("obliterate_counts", "obliterate_groups"):
                 tx.q(name, queue=queue)
+            if later:
+                tx.q("obliterate_deltas", queue=queue)
             tx.q("kv_delete", ns=CURSOR_NS, key=queue)  # the groups' round-robin cursor
 
     @unit_of_work(idempotent=True)

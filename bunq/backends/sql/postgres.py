@@ -30,7 +30,7 @@ from psycopg_pool import ConnectionPool
 from ...batching import BULK, paused_gc
 from ...errors import BackendUnavailable, ConfigError, DuplicateJob
 from ...job import Job, Lease, NewJob, check_new_jobs
-from ..base import QUEUE_NAME
+from ..base import QUEUE_NAME, SweepResult
 from ..urls import redact
 from .events import SqlEventLog
 from .groupcommit import GroupCommit
@@ -42,13 +42,22 @@ from .pgconn import (
     Listener,
     PgTx,
     PlainRows,
+    copy_counted,
     insert_row,
     log,
     probe,
     translate_errors,
 )
 from .pgplain import PlainInsert
-from .queries import COUNT_FN_REV, INSERT_COLS, POSTGRES, SCHEMA_VERSION, ddl_names, render_all
+from .queries import (
+    COUNT_FN_REV,
+    COUNTED_MARK,
+    INSERT_COLS,
+    POSTGRES,
+    SCHEMA_VERSION,
+    ddl_names,
+    render_all,
+)
 from .store import SqlBackend, all_plain
 
 T = TypeVar("T")
@@ -60,6 +69,7 @@ URL_OPTIONS = ("schema", "prefix", "pool_min", "pool_max", "migrate", "retry_ms"
 _BEGIN, _ASYNC = "BEGIN", "SET LOCAL synchronous_commit = off"
 IDLE = psycopg.pq.TransactionStatus.IDLE
 SPARE_S = 60.0  # the spare connection goes back through the pool at least this often
+FOLD_EVERY = 1_000  # plain-add statements between a producer's folds of the deltas
 
 
 class PostgresBackend(SqlBackend):
@@ -129,12 +139,13 @@ class PostgresBackend(SqlBackend):
         # named ones in their order): no per-call dict of 18 names per row to build
         # and for psycopg to reorder.
         tail = {"channel": self._channel, "bell_a": self._bell[0], "bell_b": self._bell[1]}
-        named = self._sql["insert_jobs_idem"]
-        self._insert_tail = [tail[k] for k in _NAMED.findall(named)]
-        self._insert_tmpl = _NAMED.sub("%s", named)
+        self._insert_tail = [tail[k] for k in _NAMED.findall(self._sql["insert_jobs_idem"])]
+        self._insert_tmpls = {n: _NAMED.sub("%s", self._sql[k]) for n, k in
+                              ((1, "insert_job_idem"), (2, "insert_jobs_idem"))}  # fmt: skip
         self._insert_sqls: dict[int, str] = {}
         self._plain_insert = PlainInsert(self._insert_sql)
         self._plain_cur: psycopg.Cursor[Any] | None = None  # see _collect
+        self._unfolded = 0  # plain-add statements since this backend last folded
         self._plain: GroupCommit[PlainRows] = GroupCommit(self._collect, lambda tx, s: tx.raw(s))
         try:
             self._run_unit(lambda: self._open(migrate == "auto"), idempotent=True)
@@ -212,9 +223,10 @@ class PostgresBackend(SqlBackend):
                 raise ConfigError(f"schema {self._ns} is v{rows[0][0]}, newer than this bunq")
             for key in ddl_names(self._sql):
                 tx.q(key)
-            if rows and rows[0][0] and int(rows[0][0]) < SCHEMA_VERSION:
+            if rows and rows[0][0] and int(rows[0][0]) < 2:
                 # v1: the counters and the registry, once, under the migration lock (the
                 # triggers above hold writers off the jobs table until this commits).
+                # From v2 the counter rows are right as they are (v3 adds the deltas).
                 for key in sorted(k for k in self._sql if k.startswith("backfill")):
                     tx.q(key)
             tx.q("meta_put", key="schema_version", value=str(SCHEMA_VERSION))
@@ -312,13 +324,13 @@ class PostgresBackend(SqlBackend):
                 cur = self._plain_cur = conn.cursor()
             try:
                 if len(tx.rows) >= COPY_MIN:
-                    with cur.copy(self._sql["copy_jobs"]) as cp:
-                        for r in tx.rows:
-                            cp.write_row(insert_row(r))
+                    with conn.transaction():  # the count's mark holds to its end
+                        copy_counted(cur, self._sql, tx.rows)
                     for q in {r["queue"] for r in tx.rows}:
                         self._ring(q)
                 else:
                     self._insert(cur, tx.rows)
+                self._unfolded += 1
             except pge.UniqueViolation as exc:
                 cols = {k + "s": [r[k] for r in tx.rows] for k in ("id", "queue", "name")}
                 cols["datas"] = [r["data"] for r in tx.rows]
@@ -330,14 +342,34 @@ class PostgresBackend(SqlBackend):
             raise CommitUnknown(str(exc)) from exc
         finally:
             self._release(conn)
+        if self._unfolded >= FOLD_EVERY:  # (the adds have committed: a failed fold waits)
+            self._unfolded = 0
+            with contextlib.suppress(psycopg.Error, BackendUnavailable):
+                self._fold()
+
+    def _fold(self) -> None:
+        """The counts that plain adds appended, into the counter rows (TRIGGERS_PG)."""
+        conn = self._checkout()
+        try:
+            conn.execute(self._sql["fold_deltas"], {}, prepare=True)
+        finally:
+            self._release(conn)
+
+    def sweep(self) -> SweepResult:
+        """Fold the appended counts, then the housekeeping of every SQL backend."""
+        self._run_unit(self._fold, idempotent=True)  # a repeat folds what is left
+        return super().sweep()
 
     def _insert_sql(self, n: int) -> str:
-        """The plain-add statement for ``n`` rows (``%s`` placeholders)."""
+        """The plain-add statement for ``n`` rows (``%s`` placeholders). The first row's
+        id marks the statement as one that counts its rows (COUNTED_MARK)."""
         sql = self._insert_sqls.get(n)
         if sql is None:
-            one = "(" + ", ".join(["%s"] * len(INSERT_COLS)) + ")"
-            sql = self._insert_sqls[n] = self._insert_tmpl.replace(
-                "{values}", ", ".join([one] * n))  # fmt: skip
+            rest = ["%s"] * (len(INSERT_COLS) - 1)
+            first = ", ".join([f"CASE WHEN {COUNTED_MARK} = 'on' THEN %s END", *rest])
+            other = ", ".join(["%s", *rest])
+            sql = self._insert_sqls[n] = self._insert_tmpls[min(n, 2)].replace(
+                "{values}", ", ".join([f"({first})"] + [f"({other})"] * (n - 1)))  # fmt: skip
         return sql
 
     def _insert(self, cur: psycopg.Cursor[Any], rows: list[dict[str, Any]]) -> None:
@@ -431,6 +463,9 @@ class PostgresBackend(SqlBackend):
         if self._closed:
             return
         self._events.close()  # writes the events still buffered
+        if self._unfolded:  # this producer's appended counts (the sweep would fold them)
+            with contextlib.suppress(psycopg.Error, BackendUnavailable):
+                self._fold()
         self._closed = True
         with self._spare_lock:
             spare, self._spare = self._spare, None

@@ -17,15 +17,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SCHEMA_VERSION = 2  # v2: per-queue counters, the queue registry, sweep and group indexes
+# PostgreSQL's schema. v2: per-queue counters, the queue registry, sweep and group
+# indexes. v3: the plain add counts itself later (COUNT_LATER_DDL, TRIGGERS_PG): an
+# older bunq must not open it, as it would install the statement trigger again and
+# count those adds twice.
+SCHEMA_VERSION = 3
 # SQLite's own version: v3 adds the intake table, v4 its packs (INTAKE_DDL). An older bunq
 # refuses a newer file, which it must: it would not see the jobs still in the intake.
 SQLITE_SCHEMA_VERSION = 4
 # Revision of the PostgreSQL trigger function (meta key 'count_fn'). A newer one keeps
 # the same tables and counts, so it is no new schema version (bunq of the same schema
 # keeps opening it): migrate re-creates the triggers when the stored revision is older.
-# 2: the single-row insert's shorter way (TRIGGERS_PG).
-COUNT_FN_REV = 2
+# 2: the single-row insert's shorter way (TRIGGERS_PG). 3: inserts counted by a row
+# trigger unless the statement counted them (schema v3).
+COUNT_FN_REV = 3
 
 # Counter rows per (queue, state) on PostgreSQL: a transaction adds its deltas to the
 # slot of its backend (pid % COUNT_SLOTS), so concurrent writers rarely share a row.
@@ -221,9 +226,10 @@ SQLITE_ONLY = {
 
 # The counters and the registry follow every change of {jobs}, whichever statement
 # (or COPY) made it. SQLite: row triggers (one writer at a time, so no hot row).
-# PostgreSQL: statement triggers over transition tables, one upsert per statement and
-# (queue, state), into the slot of the writing backend (dropped and re-created under the
-# migration lock: CREATE OR REPLACE TRIGGER needs PostgreSQL 14).
+# PostgreSQL: updates and deletes by statement triggers over transition tables, one
+# upsert per statement and (queue, state), into the slot of the writing backend; inserts
+# below (the triggers are dropped and re-created under the migration lock: CREATE OR
+# REPLACE TRIGGER needs PostgreSQL 14).
 _SQLITE_BUMP = (
     "INSERT INTO {counts} (queue, state, slot, n) VALUES ({q}, {st}, 0, {d})"
     " ON CONFLICT (queue, state, slot) DO UPDATE SET n = n + {d};"
@@ -250,24 +256,27 @@ _PG_BUMP = (
     " GROUP BY queue, state HAVING SUM(d) <> 0 ORDER BY queue, state"
     " ON CONFLICT (queue, state, slot) DO UPDATE SET n = {counts}.n + excluded.n;"
 )
-# A single-row insert (a lone add: the common statement) takes a shorter way: its
-# counter row's UPDATE by key, 30 % fewer server instructions for the trigger than the
-# general upserts (their aggregate, sort and ON CONFLICT plans cost most to start; the
-# PERFORM has its LIMIT because it runs to completion). Only while that row exists,
-# which also skips the registry: a queue with counter rows was registered by the insert
-# of its first job, and only obliterate deletes registry rows (the queue's counter rows
-# with them).
+# v3: inserts are counted one row at a time (a row trigger: no transition table to
+# capture), by a key UPDATE of the writer's counter row (the upsert, and the registry,
+# when there is none yet: the row exists from the queue's first job on, and only
+# obliterate deletes registry rows, the queue's counter rows with them) -- unless the
+# statement counts its rows itself and says so first (COUNTED_MARK: a setting local to
+# the transaction, which the trigger's WHEN reads as each row goes in, before anything
+# is queued for it). The plain add does, by appending (queue, state, n) to
+# {count_deltas}: an unindexed table, so an add writes no counter row (29-45 µs of
+# server CPU, docs/performance.md); so does COPY. Counts read the counter rows plus the
+# deltas; "fold_deltas" moves the deltas into the counter rows (the sweep, and a
+# producer every FOLD_EVERY statements). Updates and deletes keep statement triggers.
+COUNTED_MARK = "set_config('bunq.counted', 'on', true)"
+COUNTED_UNMARK = "set_config('bunq.counted', '', true)"
+_UNCOUNTED = "current_setting('bunq.counted', true) IS DISTINCT FROM 'on'"
+COUNT_LATER_DDL = (
+    """CREATE TABLE IF NOT EXISTS {count_deltas} (
+        queue TEXT NOT NULL, state TEXT NOT NULL, n BIGINT NOT NULL)""",
+)
 TRIGGERS_PG = (
     "CREATE OR REPLACE FUNCTION {count_fn}() RETURNS trigger LANGUAGE plpgsql AS $f$"
-    " DECLARE q text; st text; BEGIN"
-    " IF TG_OP = 'INSERT' THEN"
-    " SELECT queue, state INTO q, st FROM nt; PERFORM FROM nt OFFSET 1 LIMIT 1;"
-    " IF NOT FOUND THEN UPDATE {counts} SET n = n + 1 WHERE queue = q AND state = st"
-    " AND slot = " + _PG_SLOT + "; IF FOUND THEN RETURN NULL; END IF; END IF;"
-    " INSERT INTO {queues} (name) SELECT DISTINCT queue FROM nt ORDER BY 1"
-    " ON CONFLICT (name) DO NOTHING; "
-    + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, 1 AS d FROM nt")
-    + " ELSIF TG_OP = 'UPDATE' THEN "
+    " BEGIN IF TG_OP = 'UPDATE' THEN "
     + _PG_BUMP.format(
         counts="{counts}",
         rows="SELECT queue, state, -1 AS d FROM ot UNION ALL SELECT queue, state, 1 FROM nt",
@@ -275,9 +284,17 @@ TRIGGERS_PG = (
     + " ELSE "
     + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, -1 AS d FROM ot")
     + " END IF; RETURN NULL; END $f$",
+    "CREATE OR REPLACE FUNCTION {count_fn}_row() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " BEGIN UPDATE {counts} SET n = n + 1 WHERE queue = NEW.queue AND state = NEW.state"
+    " AND slot = " + _PG_SLOT + "; IF NOT FOUND THEN"
+    " INSERT INTO {queues} (name) VALUES (NEW.queue) ON CONFLICT (name) DO NOTHING;"
+    " INSERT INTO {counts} (queue, state, slot, n) VALUES (NEW.queue, NEW.state, "
+    + _PG_SLOT
+    + ", 1) ON CONFLICT (queue, state, slot) DO UPDATE SET n = {counts}.n + 1; END IF;"
+    " RETURN NULL; END $f$",
     "DROP TRIGGER IF EXISTS {p}jobs_counted_ins ON {jobs}",
-    "CREATE TRIGGER {p}jobs_counted_ins AFTER INSERT ON {jobs}"
-    " REFERENCING NEW TABLE AS nt FOR EACH STATEMENT EXECUTE FUNCTION {count_fn}()",
+    "CREATE TRIGGER {p}jobs_counted_ins AFTER INSERT ON {jobs} FOR EACH ROW"
+    " WHEN (" + _UNCOUNTED + ") EXECUTE FUNCTION {count_fn}_row()",
     "DROP TRIGGER IF EXISTS {p}jobs_counted_upd ON {jobs}",
     "CREATE TRIGGER {p}jobs_counted_upd AFTER UPDATE ON {jobs}"
     " REFERENCING OLD TABLE AS ot NEW TABLE AS nt FOR EACH STATEMENT EXECUTE FUNCTION"
@@ -462,11 +479,12 @@ Q = {
         " ON CONFLICT (name) DO UPDATE SET paused = excluded.paused"
     ),
     "queue_get": "SELECT paused, limits, dlq FROM {queues} WHERE name = :queue",
-    # What a claim needs to know in one read: paused, limits, grouped jobs waiting.
+    # What a claim needs to know in one read: paused, limits, grouped jobs waiting (one
+    # row, registered or not: PostgreSQL registers a plain add's queue when it folds).
     "claim_info": (
-        "SELECT paused, limits, CASE WHEN EXISTS (SELECT 1 FROM {jobs} WHERE queue = :queue"
-        " AND state = 'waiting' AND grp IS NOT NULL) THEN 1 ELSE 0 END FROM {queues}"
-        " WHERE name = :queue"
+        "SELECT q.paused, q.limits, CASE WHEN EXISTS (SELECT 1 FROM {jobs} WHERE queue = :queue"
+        " AND state = 'waiting' AND grp IS NOT NULL) THEN 1 ELSE 0 END"
+        " FROM (SELECT 1) AS one LEFT JOIN {queues} q ON q.name = :queue"
     ),
     "queue_set_limits": (
         "INSERT INTO {queues} (name, limits) VALUES (:queue, :limits)"
@@ -637,12 +655,57 @@ PG_ONLY = {
     # to the commit it keeps a listener that starts meanwhile from LISTENing (and then
     # claiming) before these rows are visible. Failed (a listener, or another
     # producer holding it): NOTIFY as ever.
+    # The first row's id says the statement counts its rows (COUNTED_MARK) before any
+    # goes in; "d" appends their count (see TRIGGERS_PG).
     "insert_jobs_idem": (
         f"WITH ins AS (INSERT INTO {{jobs}} ({_INSERTED}) VALUES {{values}}"
-        " RETURNING queue)"
+        " RETURNING queue, state),"
+        " d AS (INSERT INTO {count_deltas} (queue, state, n)"
+        " SELECT queue, state, COUNT(*) FROM ins GROUP BY queue, state)"
         " SELECT pg_notify(:channel, q) FROM (SELECT DISTINCT queue AS q FROM ins) AS x"
         " WHERE NOT pg_try_advisory_xact_lock(:bell_a::int, :bell_b::int)"
     ),
+    # The same for one row (the lone add): no aggregate or DISTINCT to start, 9 % fewer
+    # server instructions (docs/performance.md).
+    "insert_job_idem": (
+        f"WITH ins AS (INSERT INTO {{jobs}} ({_INSERTED}) VALUES {{values}}"
+        " RETURNING queue, state),"
+        " d AS (INSERT INTO {count_deltas} (queue, state, n) SELECT queue, state, 1 FROM ins)"
+        " SELECT pg_notify(:channel, queue) FROM ins"
+        " WHERE NOT pg_try_advisory_xact_lock(:bell_a::int, :bell_b::int)"
+    ),
+    # COPY in a transaction: marked first, then its count appended and the mark reset.
+    "count_mark": "SELECT " + COUNTED_MARK,
+    "count_later": (
+        "WITH d AS (INSERT INTO {count_deltas} (queue, state, n) SELECT * FROM"
+        " unnest(:queues::text[], :states::text[], :ns::bigint[])) SELECT " + COUNTED_UNMARK
+    ),
+    # The deltas into the counter rows (this backend's slot) and their queues into the
+    # registry, in one statement: a concurrent fold skips the rows this one deletes.
+    "fold_deltas": (
+        "WITH d AS (DELETE FROM {count_deltas} RETURNING queue, state, n),"
+        " r AS (INSERT INTO {queues} (name) SELECT DISTINCT queue FROM d ORDER BY 1"
+        " ON CONFLICT (name) DO NOTHING) "
+        + _PG_BUMP.format(counts="{counts}", rows="SELECT queue, state, n AS d FROM d")[:-1]
+    ),
+    # Counts are the counter rows plus the deltas not folded yet (one snapshot: a fold
+    # is seen whole or not at all); the registry lists their queues too.
+    "counts": (
+        "SELECT state, SUM(n) FROM (SELECT state, n FROM {counts} WHERE queue = :queue"
+        " UNION ALL SELECT state, n FROM {count_deltas} WHERE queue = :queue) AS c"
+        " GROUP BY state UNION ALL SELECT 'delayed', COUNT(*) FROM {jobs}"
+        " WHERE queue = :queue AND state = 'waiting' AND run_at > created_at AND run_at > :now"
+    ),
+    "count_state": (
+        "SELECT COALESCE(SUM(n), 0) FROM (SELECT n FROM {counts} WHERE queue = :queue"
+        " AND state = :state UNION ALL SELECT n FROM {count_deltas} WHERE queue = :queue"
+        " AND state = :state) AS c"
+    ),
+    "queue_names": "SELECT name FROM {queues} UNION SELECT queue FROM {count_deltas}",
+    # Obliterate holds off adds that count later (and folds) until it commits: an add's
+    # job and delta both go, or both stay.
+    "obliterate_lock_deltas": "LOCK TABLE {count_deltas} IN SHARE MODE",
+    "obliterate_deltas": "DELETE FROM {count_deltas} WHERE queue = :queue",
     "replayed": (
         "SELECT COUNT(*) FROM {jobs} j JOIN unnest(:ids::text[], :queues::text[],"
         " :names::text[], :datas::bytea[]) AS v (id, queue, name, data)"
@@ -821,6 +884,7 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
         "counts",
         "grp_rate",
         "count_fn",
+        "count_deltas",
         "intake",
         "intake_packs",
     )
@@ -829,7 +893,8 @@ def render_all(dialect: Dialect, prefix: str = "", schema: str | None = None) ->
     stmts = {**Q, **JOB_OPS, **FLOW_FAIL, **PAGES}
     stmts.update(PG_ONLY if dialect.name == "postgres" else SQLITE_ONLY)
     rendered = {k: dialect.render(v, tables) for k, v in stmts.items()}
-    own = TRIGGERS_PG if dialect.name == "postgres" else TRIGGERS_SQLITE + INTAKE_DDL
+    own = (COUNT_LATER_DDL + TRIGGERS_PG if dialect.name == "postgres"
+           else TRIGGERS_SQLITE + INTAKE_DDL)  # fmt: skip
     for i, ddl in enumerate(DDL + own):
         rendered[f"ddl{i:02d}"] = dialect.render(ddl, tables)
     for i, stmt in enumerate(BACKFILL):

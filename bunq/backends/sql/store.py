@@ -309,10 +309,7 @@ class SqlBackend(SqlSweep, SqlGroups, SqlAdmin, SqlPages):
                     now: int) -> tuple[int, float | None, QueueLimits | None, bool]:  # fmt: skip
         """How many jobs the queue may lease now, its rate tokens (if limited), its
         limits, and whether the claim goes through the FIFO groups (:mod:`.groups`)."""
-        rows = tx.q("claim_info", queue=queue)
-        if not rows:
-            return n, None, None, False
-        paused, limits_blob, grouped = rows[0]
+        paused, limits_blob, grouped = tx.q("claim_info", queue=queue)[0]
         if paused:
             return 0, None, None, False
         if limits_blob is None:

@@ -257,8 +257,8 @@ def _downgrade(tx: Any, qual: str) -> None:
     pg = bool(qual)
     for trig in ("jobs_counted_ins", "jobs_counted_upd", "jobs_counted_del"):
         tx.raw(f"DROP TRIGGER IF EXISTS {trig}" + (f" ON {qual}jobs" if pg else ""))
-    for table in ("counts", "grp_rate"):
-        tx.raw(f"DROP TABLE {qual}{table}")
+    for table in ("counts", "grp_rate") + (("count_deltas",) if pg else ()):
+        tx.raw(f"DROP TABLE {qual}{table}")  # (v1 had neither; the backfill counts the jobs)
     for index in ("jobs_finished", "jobs_delayed", "jobs_group", "uniq_until"):
         tx.raw(f"DROP INDEX {qual}{index}")
     tx.raw(f"DELETE FROM {qual}queues")  # v1 listed queues by scanning jobs
