@@ -128,8 +128,8 @@ def main() -> None:
     trees = {"this": "", **{Path(t).name or t: t for t in args.tree}}
     try:
         dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-        subprocess.run([sys.executable, "-c", f"import psycopg; c = psycopg.connect({dsn!r},"
-                        " autocommit=True); c.execute('CREATE DATABASE test')"], check=True)  # fmt: skip
+        make = f"import psycopg; psycopg.connect({dsn!r}, autocommit=True).execute(%r)"
+        subprocess.run([sys.executable, "-c", make % "CREATE DATABASE test"], check=True)
         dsn = dsn.rsplit("/", 1)[0] + "/test"
         for i, (name, tree) in enumerate(trees.items()):
             subprocess.run([sys.executable, "-c", CHILD, tree, dsn, f"s{i}", str(work / name),
