@@ -24,6 +24,7 @@ from .rows import COL, job_from_row
 
 MAX_LOG_LINES = 1000
 MAX_PAGE = 10_000  # jobs or DLQ entries returned by one listing call
+OBLITERATE_BATCH = 5_000  # jobs an obliterate deletes per statement (and per early transaction)
 
 
 class SqlAdmin(SqlCore):
@@ -161,9 +162,17 @@ class SqlAdmin(SqlCore):
 
     @unit_of_work(idempotent=True)
     def obliterate(self, queue: str, force: bool = False) -> None:
+        # Most jobs go first, in transactions of their own, so that the last one, which
+        # holds the locks below, deletes only what was added since (on PostgreSQL it
+        # holds off every plain add of the schema until it commits).
+        with self._read() as tx:
+            self._may_obliterate(tx, queue, force)
+        while True:
+            with self._begin() as tx:
+                if self._obliterate_batch(tx, queue) < OBLITERATE_BATCH:
+                    break
         with self._begin() as tx:
-            if not force and tx.q("count_state", queue=_qn(queue), state="active")[0][0]:
-                raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
+            self._may_obliterate(tx, queue, force)
             # The registry row first: an add registering the queue meanwhile waits for
             # this commit and registers it again; then the counter rows, held to the
             # commit (see "obliterate_lock_counts"), so an add that bumped one of them
@@ -173,16 +182,23 @@ class SqlAdmin(SqlCore):
                 tx.q("obliterate_lock_deltas")
             tx.q("obliterate_queue", queue=queue)
             tx.q("obliterate_lock_counts", queue=queue)
-            while True:  # set-based, in bounded batches (each row's attempts and logs too)
-                gone = [r[0] for r in tx.q("obliterate", queue=queue, lim=5000)]
-                self._forget(tx, gone)
-                if len(gone) < 5000:
-                    break
+            while self._obliterate_batch(tx, queue) == OBLITERATE_BATCH:
+                pass
             for name in ("obliterate_counts", "obliterate_groups"):
                 tx.q(name, queue=queue)
             if later:
                 tx.q("obliterate_deltas", queue=queue)
             tx.q("kv_delete", ns=CURSOR_NS, key=queue)  # the groups' round-robin cursor
+
+    def _may_obliterate(self, tx: Tx, queue: str, force: bool) -> None:
+        if not force and tx.q("count_state", queue=_qn(queue), state="active")[0][0]:
+            raise ConfigError(f"queue {queue!r} has active jobs; obliterate(force=True)")
+
+    def _obliterate_batch(self, tx: Tx, queue: str) -> int:
+        """Delete up to OBLITERATE_BATCH jobs of ``queue`` (their attempts and logs too)."""
+        gone = [r[0] for r in tx.q("obliterate", queue=queue, lim=OBLITERATE_BATCH)]
+        self._forget(tx, gone)
+        return len(gone)
 
     @unit_of_work(idempotent=True)
     def set_limits(self, queue: str, limits: QueueLimits) -> None:

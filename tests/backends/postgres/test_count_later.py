@@ -16,7 +16,7 @@ import pytest
 from conftest import PG_DSN
 
 from bunq import Queue
-from bunq.backends.sql import postgres
+from bunq.backends.sql import admin, postgres
 from bunq.backends.sql.pgconn import COPY_MIN
 from bunq.backends.sql.queries import SCHEMA_VERSION
 from bunq.errors import ConfigError
@@ -137,6 +137,35 @@ def test_an_obliterate_waits_for_an_add_whose_count_is_appended(pg: Any) -> None
     assert _one(b, "SELECT count(*) FROM {jobs}") == 0
     assert _counted(b) == {}
     assert "q" not in b.queues() and b.counts("q")[JobState.WAITING] == 0
+
+
+def test_an_obliterate_deletes_most_jobs_before_it_holds_adds_off(
+    pg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its early batches commit one by one; only the last transaction takes the lock
+    # on the deltas, which waits here for another queue's add held open.
+    monkeypatch.setattr(admin, "OBLITERATE_BATCH", 10)
+    b = pg()
+    Queue("q", b).add_bulk([("j", {}, {})] * 35)
+    Queue("r", b).add("kept", {})
+    params = [
+        *postgres.insert_row(b._row(new_job("r", "j", None, {}), b"\x80", b"", b.clock(), 0)[0]),
+        *b._insert_tail,
+    ]
+    with psycopg.connect(PG_DSN) as side:
+        side.execute(b._insert_sql(1), params)
+        done = threading.Event()
+        worker = threading.Thread(target=lambda: (b.obliterate("q"), done.set()))
+        worker.start()
+        assert not done.wait(0.5)
+        left = _one(b, "SELECT count(*) FROM {jobs} WHERE queue = 'q'")
+        assert left < 10  # the early batches are gone already, for everyone
+        side.commit()
+        worker.join(10)
+        assert done.is_set()
+    assert b.counts("q")[JobState.WAITING] == 0 and "q" not in b.queues()
+    assert b.counts("r")[JobState.WAITING] == 2
+    assert _counted(b) == _recount(b)
 
 
 def _produce(b: Any, i: int) -> None:
