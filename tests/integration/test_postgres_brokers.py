@@ -90,7 +90,8 @@ def spawn(url: str, out: Path, threads: int = 4, lease_ms: int = 30_000, sleep_s
 def records(paths: list[Path]) -> list[tuple[str, str, int, int]]:
     out = []
     for p in paths:
-        for line in p.read_text().splitlines():
+        text = p.read_text()  # read while workers write: up to the last whole line
+        for line in text[: text.rfind("\n") + 1].splitlines():
             kind, jid, attempt, ns = line.split()
             out.append((kind, jid, int(attempt), int(ns)))
     return out

@@ -36,7 +36,8 @@ def spawn(*args: str, env: dict[str, str] | None = None, **kw: object) -> subpro
 def records(paths: list[Path]) -> list[tuple[str, str, int]]:
     out = []
     for p in paths:
-        for line in p.read_text().splitlines():
+        text = p.read_text()  # read while workers write: up to the last whole line
+        for line in text[: text.rfind("\n") + 1].splitlines():
             kind, jid, attempt = line.split()
             out.append((kind, jid, int(attempt)))
     return out
