@@ -4,6 +4,7 @@ database clock, transaction wrappers and the LISTEN/NOTIFY listener.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import operator
@@ -34,10 +35,7 @@ def copy_counted(cur: psycopg.Cursor[Any], stmts: dict[str, str],
     with cur.copy(stmts["copy_jobs"]) as cp:
         for r in rows:
             cp.write_row(insert_row(r))
-    tally: dict[tuple[str, str], int] = {}
-    for r in rows:
-        key = (r["queue"], r["state"])
-        tally[key] = tally.get(key, 0) + 1
+    tally = collections.Counter((r["queue"], r["state"]) for r in rows)
     cur.execute(stmts["count_later"], {"queues": [k[0] for k in tally],
                                        "states": [k[1] for k in tally],
                                        "ns": list(tally.values())})  # fmt: skip

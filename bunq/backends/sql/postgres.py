@@ -349,11 +349,8 @@ class PostgresBackend(SqlBackend):
 
     def _fold(self) -> None:
         """The counts that plain adds appended, into the counter rows (TRIGGERS_PG)."""
-        conn = self._checkout()
-        try:
-            conn.execute(self._sql["fold_deltas"], {}, prepare=True)
-        finally:
-            self._release(conn)
+        with self._read() as tx:  # one autocommit statement
+            tx.q("fold_deltas")
 
     def sweep(self) -> SweepResult:
         """Fold the appended counts, then the housekeeping of every SQL backend."""
