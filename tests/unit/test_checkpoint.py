@@ -61,11 +61,12 @@ def test_the_wal_is_checkpointed_off_the_writers_path(tmp_path: Path, kind: str)
         assert 1_000 < wal < cp.limit  # past SQLite's own autocheckpoint threshold...
         assert os.path.getsize(path) == base  # ...and no commit checkpointed inline
         cp._stopped = False
+        copied = base + 12_000 * 200  # the twelve bulks' payloads, at least
         deadline = time.monotonic() + 10
-        while os.path.getsize(path) == base and time.monotonic() < deadline:
-            bulk(q, b, 100)  # commits hint again
-            time.sleep(0.05)
-        assert os.path.getsize(path) > base + 12_000 * 200  # the thread copied them back
+        while os.path.getsize(path) <= copied and time.monotonic() < deadline:
+            bulk(q, b, 100)  # commits hint again; a checkpoint copies page by page, so
+            time.sleep(0.05)  # the file grows while it runs: wait for all of it
+        assert os.path.getsize(path) > copied  # the thread copied them back
     finally:
         b.close()
 
