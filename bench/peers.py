@@ -12,7 +12,8 @@ their own venv (``--venv``, default ``~/.cache/bunq-bench-peers``) through
 engine) runs under bun from ``tests/compat/js/node_modules`` (``npm ci`` there),
 driven by its own JS client (``bench/compat/bunqueue_client.mjs``,
 ``bench/bunqueue_side.ts``). Raw limits beside them: an apsw transaction of one
-insert into bunq's own schema (and of 1,000), psycopg INSERT per transaction and
+insert into bunq's own schema (and of 1,000), W4's latency with nothing but bunq's
+file and two of its statements (``bench/raw_latency.py``), psycopg INSERT per transaction and
 COPY, an asyncio TCP echo, and bunqueue's Python client against a stub server that
 answers each PUSH at once (``--stub``: the single-add row's client-bound limit).
 
@@ -111,6 +112,7 @@ def rows(only: set[str]) -> list[dict[str, Any]]:
         ("p99_ms", 5.0),
         ("bunq", "sqlite", "W4", str(W4_SECONDS)),
         {},
+        {"apsw, 2 statements, poll 0.2 ms": ("bunq", "raw_sqlite", "W4", str(W4_SECONDS))},
         lower=True,
     )
     row(
@@ -287,6 +289,10 @@ def one(system: str, work: str, n: int) -> dict[str, Any]:
     sys.path.append(str(BENCH))
     import workloads
 
+    if system == "raw_sqlite" and work == "W4":
+        import raw_latency
+
+        return raw_latency.w4(1000, n)  # n: seconds
     if system == "raw_sqlite":
         return raw_sqlite(work, n)
     if system == "memory":
@@ -334,9 +340,10 @@ def raw_sqlite(work: str, n: int) -> dict[str, Any]:
 
     from bunq.backends import connect
     from bunq.codec import options_blob
-    from bunq.job import DEFAULT_OPTIONS, new_job_id
+    from bunq.job import DEFAULT_OPTIONS
 
     sys.path.append(str(BENCH))
+    from raw_latency import job_row
     from workloads import PAYLOAD
 
     with tempfile.TemporaryDirectory(prefix="bunq-peers-") as d:
@@ -345,12 +352,7 @@ def raw_sqlite(work: str, n: int) -> dict[str, Any]:
         data, opts = msgpack.packb(PAYLOAD), options_blob(DEFAULT_OPTIONS)
 
         def row(i: int) -> dict[str, Any]:
-            now = int(time.time() * 1000)
-            return {"id": new_job_id(), "queue": "raw", "name": "job", "data": data,
-                    "state": "waiting", "priority": 0, "seq": i, "ord_at": now, "run_at": now,
-                    "created_at": now, "max_attempts": 1, "expire_at": None, "grp": None,
-                    "parent_id": None, "pending_deps": 0, "opts": opts,
-                    "remove_on_complete": 0, "remove_on_fail": 0}  # fmt: skip
+            return job_row(i, data, opts)
 
         t0 = time.perf_counter()
         if work == "W1":
