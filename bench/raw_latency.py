@@ -11,7 +11,8 @@ carrying its ``time.time()``. A consumer thread here polls ``PRAGMA data_version
 completes them with ``complete_batch``, each in its own ``BEGIN IMMEDIATE``
 transaction. Latency is taken when the consumer holds a row, as ``bench/workloads.py``
 W4 takes it when bunq's handler runs. ``bench/peers.py`` puts it beside bunq's W4
-row: whatever p99 this gets is the machine's, not bunq's.
+rows (the file on disk, and on tmpfs): whatever p99 this gets is the machine's, not
+bunq's.
 """
 
 from __future__ import annotations
@@ -103,8 +104,8 @@ def consume(path: str, stop: threading.Event, lat: list[float]) -> None:
     backend.close()
 
 
-def w4(rate: int, seconds: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bunq-raw-") as d:
+def w4(rate: int, seconds: int, folder: str | None = None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bunq-raw-", dir=folder) as d:
         path = f"{d}/raw.db"
         connect(f"sqlite:///{path}").close()  # the schema, before either side opens it
         lat: list[float] = []
@@ -126,12 +127,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rate", type=int, default=1000)
+    ap.add_argument("--dir", help="the folder for the file (default: the system's temp)")
     ap.add_argument("--produce", nargs=3, help=argparse.SUPPRESS)  # path rate seconds
     args = ap.parse_args()
     if args.produce:
         produce(args.produce[0], int(args.produce[1]), int(args.produce[2]))
         return
-    print(json.dumps(w4(args.rate, args.seconds)))
+    print(json.dumps(w4(args.rate, args.seconds, args.dir)))
 
 
 if __name__ == "__main__":
