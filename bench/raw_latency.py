@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ BENCH = ROOT / "bench"  # last on the path: bench/ must not shadow packages (ben
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 sys.path.append(str(BENCH))
 
-from workloads import PAYLOAD  # noqa: E402
+from workloads import PAYLOAD, latency  # noqa: E402
 
 from bunq.backends import connect  # noqa: E402
 from bunq.backends.sql.rows import COL  # noqa: E402
@@ -118,9 +117,7 @@ def w4(rate: int, seconds: int, folder: str | None = None) -> dict[str, Any]:
         time.sleep(0.5)
         stop.set()
         t.join()
-    lat.sort()
-    return {"jobs": len(lat), "rate": rate, "p50_ms": round(statistics.median(lat), 3),
-            "p99_ms": round(lat[int(len(lat) * 0.99)], 3), "max_ms": round(lat[-1], 3)}  # fmt: skip
+    return latency(lat, rate)
 
 
 def main() -> None:

@@ -35,7 +35,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +95,11 @@ def run_bunq(case: str, n: int, d: str) -> None:
 
 
 def run_raw(case: str, n: int, d: str) -> None:
+    from raw_latency import job_row  # bench/, on the path as this script's folder
+
     from bunq import connect
     from bunq.codec import options_blob, pack
-    from bunq.job import DEFAULT_OPTIONS, new_job_id
+    from bunq.job import DEFAULT_OPTIONS
 
     backend: Any = connect(f"sqlite:///{d}/raw.db")
     conn = backend._conn()
@@ -108,12 +109,7 @@ def run_raw(case: str, n: int, d: str) -> None:
     data, opts = pack(PAYLOAD, "data", 1 << 20), options_blob(DEFAULT_OPTIONS)
 
     def row(i: int) -> dict[str, Any]:
-        now = int(time.time() * 1000)
-        return {"id": new_job_id(), "queue": "raw", "name": "job", "data": data,
-                "state": "waiting", "priority": 0, "seq": i, "ord_at": now, "run_at": now,
-                "created_at": now, "max_attempts": 1, "expire_at": None, "grp": None,
-                "parent_id": None, "pending_deps": 0, "opts": opts, "remove_on_complete": 0,
-                "remove_on_fail": 0}  # fmt: skip
+        return job_row(i, data, opts)
 
     if case.endswith("_intake"):  # bunq's intake (what a plain add writes), no bunq code
         sql, named = backend._sql["intake_put"], row

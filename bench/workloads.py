@@ -132,7 +132,12 @@ def w4(url: str, rate: int = 1000, seconds: int = 10) -> dict[str, Any]:
     time.sleep(0.5)
     w.close()
     backend.close()
-    lat.sort()
+    return latency(lat, rate)
+
+
+def latency(lat: list[float], rate: int) -> dict[str, Any]:
+    """W4's figures from its latencies (ms)."""
+    lat = sorted(lat)
     return {"jobs": len(lat), "rate": rate, "p50_ms": round(statistics.median(lat), 3),
             "p99_ms": round(lat[int(len(lat) * 0.99)], 3), "max_ms": round(lat[-1], 3)}  # fmt: skip
 
