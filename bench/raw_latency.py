@@ -1,7 +1,7 @@
 """SQLite W4's raw limit: end-to-end latency at 1,000 jobs/s with nothing of bunq's
 but its file (schema, indexes, counter triggers, pragmas) and its two statements.
 
-    python bench/raw_latency.py [--seconds 5] [--rate 1000]    # prints JSON
+    python bench/raw_latency.py [--seconds 5] [--rate 1000] [--dir /dev/shm]   # prints JSON
 
 A producer process inserts one row per autocommit statement (``insert_job``, straight
 into ``jobs``: no intake, no group commit) at ``rate`` per second, each row's payload
